@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/sysfs"
+)
+
+// env is what every command shares: the global flags and the streams. It is
+// passed to constructors, never kept in package variables, so tests can run
+// commands in parallel.
+type env struct {
+	sysfsRoot string
+	devDir    string
+	policy    string
+	stdout    io.Writer
+	stderr    io.Writer
+}
+
+func (e *env) fs() (sysfs.FS, error) { return sysfs.NewFS(e.sysfsRoot) }
+
+// ExitError carries a process exit code; Msg, when set, is printed to stderr.
+type ExitError struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExitError) Error() string {
+	if e.Msg != "" {
+		return e.Msg
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
+
+// NewRoot builds the command tree writing to stdout and stderr.
+func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+	e := &env{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "iosched",
+		Short: "Give every block device the I/O scheduler and queue settings that suit it",
+		Long: `iosched classifies every block disk (virtio, nvme, ublk, ram, zram, loop,
+scsi, dm, ...) and applies queue/scheduler and queue tunables to it from a TOML
+policy: once (apply), as a dry run (plan), with reasons (explain), or as a
+daemon that follows hot-plug uevents.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&e.sysfsRoot, "sysfs", sysfs.DefaultRoot, "root of the sysfs tree to read and write")
+	pf.StringVar(&e.devDir, "dev", devnode.DefaultDir, "directory holding the block device nodes")
+	pf.StringVar(&e.policy, "policy", "", "policy file or directory of *.toml files (default /etc/iosched/policy.toml and /etc/iosched/policy.d/, else the embedded default)")
+
+	root.AddCommand(
+		newListCmd(e),
+		newPlanCmd(e),
+		newApplyCmd(e),
+		newExplainCmd(e),
+		newCheckCmd(e),
+		newDefaultPolicyCmd(e),
+		newDaemonCmd(e),
+		newStatusCmd(e),
+	)
+	return root
+}
+
+// Main runs iosched with args and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := NewRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Msg != "" {
+			fmt.Fprintln(stderr, "iosched:", ee.Msg)
+		}
+		return ee.Code
+	}
+	fmt.Fprintln(stderr, "iosched:", err)
+	return 1
+}
+
+// Run is Main for the real process.
+func Run() { os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -1,0 +1,100 @@
+package devnode
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iosched/iosched/sysfs"
+)
+
+// DefaultDir is where device nodes live.
+const DefaultDir = "/dev"
+
+// probeSize is one aligned page: a valid O_DIRECT read on any logical block
+// size up to 4 KiB.
+const probeSize = 4096
+
+// NoWait reports whether the driver of the disk behind devDir/name is
+// NOWAIT-capable. The kernel exposes no attribute for it (no queue/nowait on
+// recent kernels), but a read with RWF_NOWAIT on a file without FMODE_NOWAIT
+// fails with EOPNOTSUPP before any I/O is issued (fs/read_write.c
+// kiocb_set_rw_flags; block/fops.c sets FMODE_NOWAIT when bdev_nowait()).
+//
+// The node is opened O_RDONLY|O_DIRECT and its device number must equal
+// majorMinor, so a stale or foreign node is never mistaken for the disk. It
+// returns nil and the reason when the answer cannot be had.
+func NoWait(devDir, name, majorMinor string) (*bool, string) {
+	if err := sysfs.ValidateName(name); err != nil {
+		return nil, err.Error()
+	}
+	if devDir == "" {
+		devDir = DefaultDir
+	}
+	p := filepath.Join(devDir, name)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Sprintf("open %s: %v", p, err)
+	}
+	defer unix.Close(fd)
+
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Sprintf("stat %s: %v", p, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return nil, fmt.Sprintf("%s is not a block device", p)
+	}
+	if want, ok := parseDevNum(majorMinor); ok && uint64(st.Rdev) != want {
+		return nil, fmt.Sprintf("%s is device %d:%d, not %s", p, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), majorMinor)
+	}
+
+	buf := alignedBuffer(probeSize)
+	_, err = unix.Preadv2(fd, [][]byte{buf}, 0, unix.RWF_NOWAIT)
+	switch {
+	case err == nil, errors.Is(err, unix.EAGAIN):
+		// EAGAIN: the read would have blocked, which only a NOWAIT-capable
+		// driver can say.
+		return ptr(true), ""
+	case errors.Is(err, unix.EOPNOTSUPP):
+		return ptr(false), ""
+	default:
+		return nil, fmt.Sprintf("preadv2 RWF_NOWAIT on %s: %v", p, err)
+	}
+}
+
+func ptr(b bool) *bool { return &b }
+
+func parseDevNum(mm string) (uint64, bool) {
+	maj, min, ok := strings.Cut(mm, ":")
+	if !ok {
+		return 0, false
+	}
+	a, err1 := strconv.ParseUint(maj, 10, 32)
+	b, err2 := strconv.ParseUint(min, 10, 32)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return unix.Mkdev(uint32(a), uint32(b)), true
+}
+
+// alignedBuffer returns n bytes aligned to n (a power of two), as O_DIRECT
+// requires.
+func alignedBuffer(n int) []byte {
+	b := make([]byte, 2*n)
+	off := int(uintptr(unsafe.Pointer(&b[0])) & uintptr(n-1))
+	if off != 0 {
+		off = n - off
+	}
+	return b[off : off+n]
+}
+
+// Fill sets d.NoWait (and NoWaitReason) by testing the disk's node.
+func Fill(devDir string, d *sysfs.Device) {
+	d.NoWait, d.NoWaitReason = NoWait(devDir, d.Name, d.MajorMinor)
+}

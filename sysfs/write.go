@@ -1,0 +1,92 @@
+package sysfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+)
+
+// attrRe is the shape of every attribute iosched writes: "scheduler", a
+// tunable, or "iosched/<param>". No other path can be formed from it.
+var attrRe = regexp.MustCompile(`^(iosched/)?[a-z0-9_]+$`)
+
+// QueueAttrPath returns the path of queue/<attr> of a disk, after checking the
+// name and the attribute. attr is "scheduler", one of Tunables, or
+// "iosched/<param>".
+func (s FS) QueueAttrPath(name, attr string) (string, error) {
+	if err := ValidateName(name); err != nil {
+		return "", err
+	}
+	if !attrRe.MatchString(attr) || !(attr == "scheduler" || IsTunable(attr) || strings.HasPrefix(attr, "iosched/")) {
+		return "", fmt.Errorf("%s: attribute %q is not one iosched manages", name, attr)
+	}
+	return filepath.Join(s.blockDir(name), "queue", filepath.FromSlash(attr)), nil
+}
+
+// ReadQueueAttr reads queue/<attr> of a disk. For "scheduler" it returns the
+// active scheduler's name, not the whole list.
+func (s FS) ReadQueueAttr(name, attr string) (string, error) {
+	p, err := s.QueueAttrPath(name, attr)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", &AttrError{Device: name, Attr: attr, Op: "read", Err: unwrapPath(err)}
+	}
+	if attr == "scheduler" {
+		active, _, err := ParseScheduler(b)
+		if err != nil {
+			return "", &AttrError{Device: name, Attr: attr, Op: "read", Err: err}
+		}
+		return active, nil
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// WriteQueueAttr writes value to queue/<attr> of a disk in one write(2). The
+// file is opened without O_CREAT, so a missing attribute (a tunable the queue
+// hides, a disk that went away) is ENOENT, never a new file.
+func (s FS) WriteQueueAttr(name, attr, value string) error {
+	p, err := s.QueueAttrPath(name, attr)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return &AttrError{Device: name, Attr: attr, Op: "open", Err: unwrapPath(err)}
+	}
+	_, werr := f.Write([]byte(value))
+	cerr := f.Close()
+	if werr != nil {
+		return &AttrError{Device: name, Attr: attr, Op: "write", Err: unwrapPath(werr)}
+	}
+	if cerr != nil {
+		return &AttrError{Device: name, Attr: attr, Op: "close", Err: unwrapPath(cerr)}
+	}
+	return nil
+}
+
+// AttrError is a failed read or write of one attribute of one disk.
+type AttrError struct {
+	Device string
+	Attr   string
+	Op     string
+	Err    error
+}
+
+func (e *AttrError) Error() string {
+	return fmt.Sprintf("%s: %s %s: %v", e.Device, e.Op, e.Attr, e.Err)
+}
+
+func (e *AttrError) Unwrap() error { return e.Err }
+
+// Gone reports whether err means the disk (or the attribute) is not there:
+// ENOENT or ENODEV, as the kernel answers for a disk removed mid-operation.
+func Gone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENODEV) || errors.Is(err, ErrNoDevice)
+}
