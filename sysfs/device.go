@@ -176,7 +176,6 @@ func (s FS) Device(name string) (*Device, error) {
 	return d, nil
 }
 
-
 // reader reads attributes below one device directory and records problems in
 // the device's Errors.
 type reader struct {
