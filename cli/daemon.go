@@ -2,11 +2,78 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 
 	"github.com/spf13/cobra"
+
+	"github.com/iosched/iosched/daemon"
 )
 
-// PLACEHOLDER: replaced by the real command.
 func newDaemonCmd(e *env) *cobra.Command {
-	return &cobra.Command{Use: "daemon", Hidden: true, RunE: func(*cobra.Command, []string) error { return errors.New("daemon: not built yet") }}
+	var (
+		ueventSource, runtimeDir, stateDir, logLevel string
+		parallel                                     int
+	)
+	cmd := &cobra.Command{
+		Use:   "daemon",
+		Short: "Keep every disk on its policy: at start, on hot-plug, after a reload, against drift",
+		Long: `iosched daemon applies the policy to every disk at start, then to every disk
+that appears or changes (kernel uevents; --uevent-source udev for udevd's, which
+carry the udev properties match.property tests), re-plans every disk on SIGHUP
+(an invalid policy leaves the old one in force) and every
+[daemon] reconcile_interval (default 60s) re-reads the settings it made and
+repairs drift. SIGUSR1 starts a reconcile at once.
+
+It speaks systemd's notify protocol (READY, RELOADING, STOPPING, STATUS, WATCHDOG)
+and logs to the journal with DEVICE=, ATTRIBUTE=, FROM=, TO=, RULE= fields when
+stderr is the journal. Its state is in RUNTIME-DIR/state.json: see iosched status.
+
+On SIGTERM or SIGINT it finishes the writes in flight (at most 10 s) and exits 0.
+The settings stay as they are: they are what the policy wants, and a restart or
+an upgrade must not flap every disk through the kernel defaults and back (each
+scheduler switch freezes the disk's queue). With [daemon] restore_on_exit = true
+it puts back the values it found before changing them; those are remembered in
+STATE-DIR/originals.json from the first change on, so a crash and restart does not
+lose them.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return &ExitError{Code: 2, Msg: fmt.Sprintf("--log-level %q: want debug, info, warn or error", logLevel)}
+			}
+			fs, err := e.fs()
+			if err != nil {
+				return err
+			}
+			d, err := daemon.New(daemon.Config{
+				PolicyPath:   e.policy,
+				FS:           fs,
+				DevDir:       e.devDir,
+				UeventSource: ueventSource,
+				RuntimeDir:   runtimeDir,
+				StateDir:     stateDir,
+				Parallel:     parallel,
+				Logger:       daemon.NewLogger(e.stderr, level),
+			})
+			if err != nil {
+				return &ExitError{Code: 2, Msg: err.Error()}
+			}
+			err = d.Run(cmd.Context())
+			var pe *daemon.PolicyError
+			if errors.As(err, &pe) {
+				// The same lines as iosched check: FILE:LINE:COL: rule N "x": key: message.
+				fmt.Fprintln(e.stderr, pe.Error())
+				return &ExitError{Code: 1}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&ueventSource, "uevent-source", "", `"kernel" or "udev" (default: the policy's [daemon] uevent_source, else kernel)`)
+	f.StringVar(&runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "where state.json is kept")
+	f.StringVar(&stateDir, "state-dir", daemon.DefaultStateDir, "where what must survive a restart is kept (original values for restore_on_exit)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.IntVar(&parallel, "parallel", 512, "how many disks are handled at once")
+	return cmd
 }

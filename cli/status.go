@@ -2,11 +2,135 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/iosched/iosched/daemon"
 )
 
-// PLACEHOLDER: replaced by the real command.
 func newStatusCmd(e *env) *cobra.Command {
-	return &cobra.Command{Use: "status", Hidden: true, RunE: func(*cobra.Command, []string) error { return errors.New("status: not built yet") }}
+	var (
+		asJSON, all bool
+		runtimeDir  string
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show what the running daemon manages, its last changes and errors",
+		Long: `iosched status prints the running daemon's state: its policy and the last
+reload's result, the last scan, change and error, and every disk a rule matched
+with the settings made on it. Exit 0 when a daemon runs, 3 when none does (as
+systemctl status).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := daemon.ReadState(runtimeDir)
+			if errors.Is(err, daemon.ErrNotRunning) {
+				return &ExitError{Code: 3, Msg: err.Error()}
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, st)
+			}
+			return renderStatus(e.stdout, st, all, time.Now())
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the state as JSON")
+	cmd.Flags().BoolVar(&all, "all", false, "list the disks no rule matched too")
+	cmd.Flags().StringVar(&runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "the daemon's runtime directory")
+	return cmd
+}
+
+func renderStatus(w io.Writer, st *daemon.State, all bool, now time.Time) error {
+	const stamp = "2006-01-02 15:04:05"
+	yesNo := map[bool]string{true: "yes", false: "no"}
+	fmt.Fprintf(w, "iosched daemon: running (pid %d) since %s, %s ago\n", st.PID, st.Started.Local().Format(stamp), now.Sub(st.Started).Round(time.Second))
+	p := st.Policy
+	fmt.Fprintf(w, "policy: %s (uevents: %s, reconcile: %s, restore on exit: %s)\n",
+		strings.Join(p.Sources, ", "), p.UeventSource, p.ReconcileInterval, yesNo[p.RestoreOnExit])
+	if r := st.LastReload; r != nil {
+		if r.OK {
+			fmt.Fprintf(w, "last reload: %s, ok\n", r.At.Local().Format(stamp))
+		} else {
+			fmt.Fprintf(w, "last reload: %s, FAILED: the previous policy is still in force\n", r.At.Local().Format(stamp))
+			for _, e := range r.Errors {
+				fmt.Fprintf(w, "  %s\n", e)
+			}
+		}
+	}
+	if s := st.LastScan; s != nil {
+		fmt.Fprintf(w, "last scan: %s (%s): %d disks, %d writes, %s\n", s.At.Local().Format(stamp), s.Reason, s.Disks, s.Writes,
+			time.Duration(s.Seconds*float64(time.Second)).Round(time.Microsecond))
+	}
+	if c := st.LastChange; c != nil {
+		kind := ""
+		if c.Drift {
+			kind = " (drift repaired)"
+		}
+		fmt.Fprintf(w, "last change: %s %s %s: %s -> %s (%s)%s\n", c.At.Local().Format(stamp), c.Device, c.Attribute, c.From, c.To, c.Rule, kind)
+	} else {
+		fmt.Fprintln(w, "last change: none")
+	}
+	if e := st.LastError; e != nil {
+		who := ""
+		if e.Device != "" {
+			who = e.Device + ": "
+		}
+		fmt.Fprintf(w, "last error: %s %s%s\n", e.At.Local().Format(stamp), who, e.Message)
+	} else {
+		fmt.Fprintln(w, "last error: none")
+	}
+	fmt.Fprintf(w, "disks: %d managed, %d seen\n", st.Managed, len(st.Disks))
+
+	names := make([]string, 0, len(st.Disks))
+	for n, d := range st.Disks {
+		if all || len(d.Rules) > 0 || d.LastError != nil {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tCLASS\tSETTINGS\tRULES")
+	for _, n := range names {
+		d := st.Disks[n]
+		var set []string
+		for _, a := range d.Settings {
+			s := a.Attribute + "=" + a.Value
+			if a.Want != "" {
+				s += " (want " + a.Want + ")"
+			}
+			set = append(set, s)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n, d.Class, dash(strings.Join(set, " ")), dash(strings.Join(d.Rules, ", ")))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range names {
+		d := st.Disks[n]
+		for _, s := range d.Skipped {
+			fmt.Fprintf(w, "%s: %s not set: %s\n", n, s.Attribute, s.Reason)
+		}
+		if e := d.LastError; e != nil {
+			fmt.Fprintf(w, "%s: error at %s: %s\n", n, e.At.Local().Format(stamp), e.Message)
+		}
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -1,0 +1,356 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/sysfs"
+)
+
+// Default directories.
+const (
+	DefaultRuntimeDir = "/run/iosched"
+	DefaultStateDir   = "/var/lib/iosched"
+)
+
+// Config is what a daemon needs; the zero value of each field means its
+// default.
+type Config struct {
+	// PolicyPath is given to Load: a file, a directory of *.toml, or ""
+	// for the default locations.
+	PolicyPath string
+	// Load reads and validates a policy (policy.Load by default).
+	Load func(path string) (*policy.Policy, error)
+	FS   sysfs.FS
+	// DevDir holds the device nodes the NOWAIT check opens.
+	DevDir string
+	// UeventSource, "kernel" or "udev", overrides the policy's.
+	UeventSource string
+	// RuntimeDir holds state.json; StateDir what must outlive the
+	// process (the original values restore_on_exit puts back).
+	RuntimeDir string
+	StateDir   string
+	// Parallel bounds how many disks are handled at once (default 512):
+	// a scheduler switch blocks ~24 ms in the kernel waiting for RCU
+	// grace periods, which overlap across disks (KERNEL-NOTES: 1000
+	// switches take 24 s one by one, 0.19 s all at once), and each blocked
+	// write holds a thread.
+	Parallel int
+	// StopTimeout bounds how long a stop waits for passes in flight
+	// (default 10 s).
+	StopTimeout time.Duration
+	Logger      *slog.Logger
+	// Signals delivers SIGHUP, SIGTERM, SIGINT, SIGUSR1; nil means the
+	// process's own.
+	Signals <-chan os.Signal
+
+	// Seams for tests.
+	dial          dialer
+	evaluate      func(*policy.Policy, *sysfs.Device) policy.Evaluation
+	stateDebounce time.Duration
+}
+
+// Daemon keeps disks on their policy. Make one with New, run it with Run.
+type Daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	fs      sysfs.FS
+	applier apply.Applier
+	queue   *queue
+	policy  atomic.Pointer[policy.Policy]
+	writes  atomic.Int64
+	orig    *originals
+	started time.Time
+	// passCtx is cancelled when a stop gives up waiting for passes.
+	passCtx context.Context
+
+	mu     sync.Mutex // guards disks and report
+	disks  map[string]*disk
+	report report
+
+	changed  chan struct{} // the state file is out of date
+	scanDone chan scanResult
+}
+
+// New checks cfg and fills in the defaults.
+func New(cfg Config) (*Daemon, error) {
+	if cfg.Load == nil {
+		cfg.Load = policy.Load
+	}
+	if cfg.FS.Root() == "" {
+		fs, err := sysfs.NewFS("")
+		if err != nil {
+			return nil, err
+		}
+		cfg.FS = fs
+	}
+	if cfg.DevDir == "" {
+		cfg.DevDir = devnode.DefaultDir
+	}
+	switch cfg.UeventSource {
+	case "", "kernel", "udev":
+	default:
+		return nil, fmt.Errorf("uevent source %q: must be kernel or udev", cfg.UeventSource)
+	}
+	if cfg.RuntimeDir == "" {
+		cfg.RuntimeDir = DefaultRuntimeDir
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 512
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if cfg.dial == nil {
+		cfg.dial = dialNetlink
+	}
+	if cfg.evaluate == nil {
+		cfg.evaluate = (*policy.Policy).Evaluate
+	}
+	if cfg.stateDebounce <= 0 {
+		cfg.stateDebounce = 250 * time.Millisecond
+	}
+	d := &Daemon{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		fs:       cfg.FS,
+		applier:  apply.Applier{FS: cfg.FS},
+		disks:    map[string]*disk{},
+		changed:  make(chan struct{}, 1),
+		scanDone: make(chan scanResult, 1),
+	}
+	d.queue = newQueue(cfg.Parallel, d.pass)
+	return d, nil
+}
+
+// PolicyError is an invalid policy at start: the process exits 1 with the
+// same lines `iosched check` prints.
+type PolicyError struct{ Err error }
+
+func (e *PolicyError) Error() string { return e.Err.Error() }
+func (e *PolicyError) Unwrap() error { return e.Err }
+
+// Run starts the daemon and returns when ctx is done or SIGTERM/SIGINT
+// arrives (nil: a clean stop), or when it cannot start.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.started = time.Now()
+	pol, err := d.cfg.Load(d.cfg.PolicyPath)
+	if err != nil {
+		return &PolicyError{err}
+	}
+	d.setPolicy(pol)
+	if d.orig, err = loadOriginals(d.cfg.StateDir, d.fs, d.log); err != nil {
+		return err
+	}
+	signals := d.cfg.Signals
+	if signals == nil {
+		ch := make(chan os.Signal, 4)
+		signal.Notify(ch, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+		defer signal.Stop(ch)
+		signals = ch
+	}
+
+	// Listen before scanning, so a disk appearing during the scan is
+	// either seen by it or heard of afterwards.
+	udev := d.ueventSource(pol) == "udev"
+	c, err := d.cfg.dial(udev)
+	if err != nil {
+		return err
+	}
+	events := make(chan event, 1024)
+	passCtx, stopPasses := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPasses()
+	listenCtx, stopListening := context.WithCancel(ctx)
+	l := &listener{dial: d.cfg.dial, udev: udev, log: d.log, out: events, c: c}
+	go l.run(listenCtx)
+	defer func() { stopListening(); l.wake() }()
+	d.passCtx = passCtx
+
+	d.noteScan(d.scan(full, "start"))
+	d.writeState()
+	d.notify(sd.SdNotifyReady + "\n" + d.statusLine())
+	d.log.Info("ready", "disks", d.count(), "policy", pol.Sources, "uevents", d.ueventSource(pol))
+
+	reconcile, stopReconcile := ticker(pol.Daemon.ReconcileInterval)
+	defer func() { stopReconcile() }()
+	var watchdog <-chan time.Time
+	if iv, err := sd.SdWatchdogEnabled(false); err != nil {
+		d.log.Warn("watchdog", "error", err)
+	} else if iv > 0 {
+		t := time.NewTicker(iv / 2)
+		defer t.Stop()
+		watchdog = t.C
+	}
+	var flush <-chan time.Time
+	scanning, again, againReason := false, passKind(-1), ""
+	startScan := func(kind passKind, reason string) {
+		if scanning { // one at a time; the next covers every request made meanwhile
+			if kind > again {
+				again, againReason = kind, reason
+			}
+			return
+		}
+		scanning = true
+		go func() { d.scanDone <- d.scan(kind, reason) }()
+	}
+
+	for {
+		select {
+		case ev := <-events:
+			if ev.lost {
+				startScan(full, "lost uevents")
+			} else {
+				d.queue.kick(ev.name, full, ev.props, nil)
+			}
+		case <-reconcile:
+			startScan(verify, "reconcile")
+		case r := <-d.scanDone:
+			scanning = false
+			d.noteScan(r)
+			if r.reason == "reload" {
+				d.notify(sd.SdNotifyReady + "\n" + d.statusLine())
+			}
+			if again >= 0 {
+				startScan(again, againReason)
+				again = -1
+			}
+		case <-d.changed:
+			if flush == nil {
+				flush = time.After(d.cfg.stateDebounce)
+			}
+		case <-flush:
+			flush = nil
+			d.writeState()
+			d.notify(d.statusLine())
+		case <-watchdog:
+			d.notify(sd.SdNotifyWatchdog)
+		case sig := <-signals:
+			switch sig {
+			case syscall.SIGHUP:
+				if d.reload() {
+					stopReconcile()
+					reconcile, stopReconcile = ticker(d.policy.Load().Daemon.ReconcileInterval)
+					startScan(verify, "reload")
+				}
+			case syscall.SIGUSR1:
+				startScan(verify, "reconcile")
+			default:
+				d.log.Info("stopping", "signal", sig.String())
+				return d.stop(stopPasses)
+			}
+		case <-ctx.Done():
+			d.log.Info("stopping")
+			return d.stop(stopPasses)
+		}
+	}
+}
+
+func ticker(every time.Duration) (<-chan time.Time, func()) {
+	if every <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(every)
+	return t.C, t.Stop
+}
+
+func (d *Daemon) ueventSource(pol *policy.Policy) string {
+	if d.cfg.UeventSource != "" {
+		return d.cfg.UeventSource
+	}
+	if pol.Daemon.UeventSource == "" {
+		return "kernel"
+	}
+	return pol.Daemon.UeventSource
+}
+
+// reload re-reads the policy. An invalid one leaves the old in force; it
+// reports whether the new one was taken.
+func (d *Daemon) reload() bool {
+	d.notify(sd.SdNotifyReloading + "\n" + sd.SdNotifyMonotonicUsec())
+	pol, err := d.cfg.Load(d.cfg.PolicyPath)
+	if err != nil {
+		lines := errorLines(err)
+		for _, line := range lines {
+			d.log.Error("policy reload failed; the previous policy stays in force", "error", line)
+		}
+		d.noteReload(false, lines)
+		d.notify(sd.SdNotifyReady + "\n" + d.statusLine())
+		return false
+	}
+	old := d.policy.Load()
+	if d.cfg.UeventSource == "" && pol.Daemon.UeventSource != old.Daemon.UeventSource {
+		d.log.Warn("uevent_source changes take effect when the daemon restarts", "running", d.ueventSource(old))
+	}
+	d.setPolicy(pol)
+	d.noteReload(true, nil)
+	d.log.Info("policy reloaded; re-planning every disk", "policy", pol.Sources)
+	return true // READY=1 follows once every disk is re-planned
+}
+
+func (d *Daemon) setPolicy(p *policy.Policy) {
+	d.policy.Store(p)
+	d.mu.Lock()
+	d.report.policy = p
+	d.mu.Unlock()
+	d.markChanged()
+}
+
+// stop lets the passes in flight finish (bounded by StopTimeout), puts the
+// original values back when the policy asks, and removes the state file.
+// Without restore_on_exit the settings stay: they are what the policy wants,
+// a restart (an upgrade) should not flap every disk through the kernel's
+// defaults and back, and each switch would freeze the disk's queue.
+func (d *Daemon) stop(stopPasses context.CancelFunc) error {
+	d.notify(sd.SdNotifyStopping)
+	done := d.queue.close()
+	select {
+	case <-done:
+	case <-time.After(d.cfg.StopTimeout):
+		d.log.Warn("passes still running at stop; abandoning their remaining writes", "waited", d.cfg.StopTimeout)
+		stopPasses()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+	}
+	if d.policy.Load().Daemon.RestoreOnExit {
+		d.restore()
+	}
+	if err := os.Remove(statePath(d.cfg.RuntimeDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.log.Warn("removing the state file", "error", err)
+	}
+	return nil
+}
+
+// notify sends one sd_notify message; without NOTIFY_SOCKET it does nothing.
+func (d *Daemon) notify(state string) {
+	if _, err := sd.SdNotify(false, state); err != nil {
+		d.log.Debug("sd_notify", "error", err)
+	}
+}
+
+func (d *Daemon) markChanged() {
+	select {
+	case d.changed <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,297 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/plan"
+	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/sysfs"
+)
+
+// disk is what the daemon remembers of one disk between passes. Only the
+// disk's own pass touches snap and settled (the queue never runs two at
+// once); state is read by the state writer under Daemon.mu.
+type disk struct {
+	snap  *sysfs.Device     // the facts and values as last seen
+	props map[string]string // udev properties from the last uevent
+	// settled holds the values the last pass left in place as the policy
+	// wants: a later pass that finds one changed repairs drift.
+	settled map[string]string
+	state   DiskState
+}
+
+// pass brings one disk to its policy: read it, evaluate the policy, plan,
+// apply, remember. A disk that needs nothing costs its reads and no log.
+func (d *Daemon) pass(name string, j job) {
+	pol := d.policy.Load()
+	rec := d.record(name, j.props)
+	dev, ev, err := d.observe(pol, name, rec, j.kind)
+	if err != nil {
+		if sysfs.Gone(err) {
+			d.forget(name)
+			return
+		}
+		d.noteError(name, rec, err.Error())
+		return
+	}
+	p := plan.For(dev, ev)
+	res := apply.Result{Device: name}
+	if !p.Empty() {
+		if pol.Daemon.RestoreOnExit {
+			if err := d.orig.remember(name, p.Changes); err != nil {
+				d.log.Error("remembering original values; restore_on_exit may not restore them", "device", name, "error", err)
+			}
+		}
+		res = d.applier.Device(d.passCtx, p)
+		d.writes.Add(int64(res.Writes))
+		if res.Gone {
+			d.forget(name)
+			return
+		}
+		d.logOutcomes(dev, rec, res)
+		settle(dev, res)
+	}
+	rec.snap = dev
+	d.noteDisk(name, rec, dev, ev, p, res)
+}
+
+// observe reads what the pass needs. A verify pass re-reads only the
+// attributes the policy sets, a handful of small files, so a reconcile of
+// 1000 disks costs milliseconds; a full one reads the whole disk.
+func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, kind passKind) (*sysfs.Device, policy.Evaluation, error) {
+	if kind == verify && rec.snap != nil {
+		dev := *rec.snap
+		dev.Properties = rec.props
+		ev := d.cfg.evaluate(pol, &dev)
+		err := d.refresh(&dev, ev)
+		if err == nil || sysfs.Gone(err) {
+			return &dev, ev, err
+		}
+		// Something unexpected: read the disk afresh.
+	}
+	dev, err := d.fs.Device(name)
+	if err != nil {
+		return nil, policy.Evaluation{}, err
+	}
+	dev.Properties = rec.props
+	if prev := rec.snap; prev != nil && prev.NoWait != nil && prev.MajorMinor == dev.MajorMinor {
+		dev.NoWait = prev.NoWait // a driver property: probed once per disk
+	}
+	return dev, d.evaluateProbing(pol, dev), nil
+}
+
+// evaluateProbing evaluates the policy, testing NOWAIT only when the answer
+// matters: the test opens the device node, which costs more than the rest of
+// a pass. The policy decides the same for NOWAIT true and false when no rule
+// depends on it, and then, rules on unknown facts never holding, also for an
+// untested disk.
+func (d *Daemon) evaluateProbing(pol *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+	if dev.NoWait != nil {
+		return d.cfg.evaluate(pol, dev)
+	}
+	yes, no := true, false
+	dev.NoWait = &yes
+	evYes := d.cfg.evaluate(pol, dev)
+	dev.NoWait = &no
+	evNo := d.cfg.evaluate(pol, dev)
+	dev.NoWait = nil
+	if sameOutcome(evYes, evNo) {
+		return evNo
+	}
+	devnode.Fill(d.cfg.DevDir, dev)
+	switch {
+	case dev.NoWait == nil:
+		return d.cfg.evaluate(pol, dev)
+	case *dev.NoWait:
+		return evYes
+	default:
+		return evNo
+	}
+}
+
+func sameOutcome(a, b policy.Evaluation) bool {
+	return slices.Equal(a.Matched, b.Matched) && slices.EqualFunc(a.Settings, b.Settings, func(x, y policy.Setting) bool {
+		return x.Attribute == y.Attribute && x.Rule == y.Rule && slices.Equal(x.Values, y.Values)
+	})
+}
+
+// refresh re-reads into dev the attributes ev sets. Facts stay as last read:
+// they change only with a uevent, which brings a full pass.
+func (d *Daemon) refresh(dev *sysfs.Device, ev policy.Evaluation) error {
+	dev.Tunables = maps.Clone(dev.Tunables)
+	dev.IOSched = maps.Clone(dev.IOSched)
+	root := d.fs.Root()
+	for _, s := range ev.Settings {
+		if s.Attribute != "scheduler" || dev.Scheduler == nil {
+			continue
+		}
+		v, err := readAttr(root, dev, "scheduler")
+		if err != nil {
+			return d.readError(dev.Name, err)
+		}
+		active, offered, err := sysfs.ParseScheduler([]byte(v))
+		if err != nil {
+			return err
+		}
+		if active != *dev.Scheduler {
+			clear(dev.IOSched) // they were the old scheduler's
+		}
+		dev.Scheduler, dev.Schedulers = &active, offered
+	}
+	for _, s := range ev.Settings {
+		if s.Attribute == "scheduler" {
+			continue
+		}
+		m, key := dev.Tunables, s.Attribute
+		if param, ok := strings.CutPrefix(s.Attribute, "iosched/"); ok {
+			m, key = dev.IOSched, param
+		}
+		v, err := readAttr(root, dev, s.Attribute)
+		switch {
+		case err == nil:
+			m[key] = v
+		case errors.Is(err, fs.ErrNotExist) && d.fs.Exists(dev.Name):
+			delete(m, key) // hidden on this queue, or not this scheduler's
+		default:
+			return d.readError(dev.Name, err)
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) readError(name string, err error) error {
+	if sysfs.Gone(err) && !d.fs.Exists(name) {
+		return fmt.Errorf("%w: %s", sysfs.ErrNoDevice, name)
+	}
+	return err
+}
+
+// settle records in dev the values apply found or left.
+func settle(dev *sysfs.Device, res apply.Result) {
+	for _, o := range res.Outcomes {
+		v := o.Before
+		if o.Status == apply.Written || o.Status == apply.Mismatch {
+			v = o.Got
+		}
+		if v == "" {
+			continue
+		}
+		switch param, ok := strings.CutPrefix(o.Attribute, "iosched/"); {
+		case o.Attribute == "scheduler":
+			if dev.Scheduler == nil || *dev.Scheduler != v {
+				clear(dev.IOSched)
+			}
+			dev.Scheduler = &v
+		case ok:
+			dev.IOSched[param] = v
+		default:
+			dev.Tunables[o.Attribute] = v
+		}
+	}
+}
+
+// logOutcomes logs one line per change made, and each failure once.
+func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result) {
+	for _, o := range res.Outcomes {
+		attrs := []any{"device", dev.Name, "attribute", o.Attribute, "from", o.Before, "to", o.To, "rule", o.Rule}
+		switch o.Status {
+		case apply.Written:
+			if rec.settled[o.Attribute] == o.To {
+				d.log.Warn("drift repaired", attrs...)
+			} else {
+				d.log.Info("set", attrs...)
+			}
+			d.noteChange(Change{At: time.Now(), Device: dev.Name, Attribute: o.Attribute, From: o.Before, To: o.To, Rule: o.Rule, Drift: rec.settled[o.Attribute] == o.To})
+		case apply.Mismatch:
+			d.log.Warn("the kernel kept another value", append(attrs, "got", o.Got)...)
+		case apply.Failed:
+			d.log.Error("write failed", append(attrs, "error", o.Err)...)
+		}
+	}
+}
+
+// record returns the disk's memory, creating it on first sight.
+func (d *Daemon) record(name string, props map[string]string) *disk {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rec := d.disks[name]
+	if rec == nil {
+		rec = &disk{settled: map[string]string{}}
+		d.disks[name] = rec
+	}
+	if props != nil {
+		rec.props = props
+	}
+	return rec
+}
+
+// forget drops a disk that went away.
+func (d *Daemon) forget(name string) {
+	d.mu.Lock()
+	_, known := d.disks[name]
+	delete(d.disks, name)
+	d.mu.Unlock()
+	if d.orig != nil {
+		d.orig.forget(name)
+	}
+	if known {
+		d.log.Debug("disk removed", "device", name)
+		d.markChanged()
+	}
+}
+
+// knownNames lists the disks the daemon remembers.
+func (d *Daemon) knownNames() map[string]bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]bool, len(d.disks))
+	for n := range d.disks {
+		out[n] = true
+	}
+	return out
+}
+
+// scanResult is one pass over every disk.
+type scanResult struct {
+	reason string
+	disks  int
+	writes int64
+	took   time.Duration
+}
+
+// scan passes over every disk listed in sysfs and every disk remembered (one
+// removed while events were lost is found gone and forgotten), in parallel,
+// and returns once all those passes are done. A disk never seen gets a full
+// pass whatever kind is asked.
+func (d *Daemon) scan(kind passKind, reason string) scanResult {
+	start := time.Now()
+	writes := d.writes.Load()
+	names, err := listDisks(d.fs)
+	if err != nil {
+		d.log.Error("listing disks", "error", err)
+	}
+	known := d.knownNames()
+	var wg sync.WaitGroup
+	for _, n := range names {
+		k := kind
+		if !known[n] {
+			k = full
+		}
+		delete(known, n)
+		d.queue.kick(n, k, nil, &wg)
+	}
+	for n := range known {
+		d.queue.kick(n, full, nil, &wg)
+	}
+	wg.Wait()
+	return scanResult{reason: reason, disks: len(names), writes: d.writes.Load() - writes, took: time.Since(start)}
+}

@@ -1,0 +1,26 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+)
+
+// TestIntegrationRescanSpeed: a rescan of 1000 disks already in policy
+// reads a few files a disk and writes nothing.
+func TestIntegrationRescanSpeed(t *testing.T) {
+	requireLoops(t)
+	r := start(t, testPolicy(`[daemon]
+reconcile_interval = "0"`))
+	names := loops(t, 21000, 1000)
+	took := waitConverged(t, names, 60*time.Second)
+	t.Logf("1000 hot-plugged loops converged %s after the last was created", took)
+	best := time.Hour
+	for range 5 {
+		res := r.d.scan(verify, "test")
+		if res.writes != 0 {
+			t.Errorf("rescan of disks in policy made %d writes", res.writes)
+		}
+		best = min(best, res.took)
+	}
+	t.Logf("rescan of %d disks: best of 5 %s", 1000, best)
+}

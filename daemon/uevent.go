@@ -1,0 +1,227 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pilebones/go-udev/netlink"
+
+	"github.com/iosched/iosched/sysfs"
+)
+
+// conn is the uevent socket as the daemon uses it, so tests can feed raw
+// messages without a kernel.
+type conn interface {
+	// ReadMsg blocks until a message arrives. A dropped message (forged
+	// sender, truncated) is an error that leaves the socket usable;
+	// ENOBUFS means the kernel dropped events; anything else means the
+	// socket is broken.
+	ReadMsg() ([]byte, error)
+	Close() error
+}
+
+// dialer opens a uevent socket listening to the kernel (udev false) or to
+// udevd's processed events (udev true).
+type dialer func(udev bool) (conn, error)
+
+// event is a uevent about a whole disk, or the news that events were lost.
+type event struct {
+	action string // add, change, remove
+	name   string // the kernel name, as in /sys/block
+	// props are the udev properties, in udev mode only.
+	props map[string]string
+	// lost: events may have been dropped, so every disk must be rescanned.
+	lost bool
+}
+
+// parseEvent decodes one raw message and keeps it when it is an add, change
+// or remove of a whole disk; partitions and other subsystems are ignored.
+func parseEvent(raw []byte, udev bool) (event, bool, error) {
+	u, err := netlink.ParseUEvent(raw)
+	if err != nil {
+		return event{}, false, err
+	}
+	if u.Env["SUBSYSTEM"] != "block" || u.Env["DEVTYPE"] != "disk" {
+		return event{}, false, nil
+	}
+	switch u.Action {
+	case netlink.ADD, netlink.CHANGE, netlink.REMOVE:
+	default:
+		return event{}, false, nil
+	}
+	devpath := u.Env["DEVPATH"]
+	if devpath == "" {
+		devpath = u.KObj
+	}
+	// DEVNAME is "/dev/x" in udev mode and may differ from the kernel name
+	// (cciss!c0d0); the last DEVPATH element is the /sys/block name.
+	name := path.Base(devpath)
+	if sysfs.ValidateName(name) != nil || name == "/" {
+		return event{}, false, fmt.Errorf("uevent with unusable DEVPATH %q", devpath)
+	}
+	ev := event{action: string(u.Action), name: name}
+	if udev {
+		ev.props = u.Env
+	}
+	return ev, true, nil
+}
+
+// netlinkConn is the real socket, from go-udev, which drops messages whose
+// sender is not the kernel (or, in udev mode, a root process) and says so
+// with netlink.ErrUntrustedSender.
+type netlinkConn struct {
+	c    *netlink.UEventConn
+	port uint32
+}
+
+func dialNetlink(udev bool) (conn, error) {
+	mode := netlink.KernelEvent
+	if udev {
+		mode = netlink.UdevEvent
+	}
+	c := &netlink.UEventConn{}
+	if err := c.Connect(mode); err != nil {
+		return nil, fmt.Errorf("uevent socket: %w", err)
+	}
+	// go-udev sets a 200 ms receive timeout so that its own monitor can
+	// notice a cancelled context; ReadMsg just loops on it. This daemon
+	// must not wake up five times a second while idle, so block for good;
+	// stop() wakes the reader instead (netlinkConn.wake).
+	if err := syscall.SetsockoptTimeval(c.Fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &syscall.Timeval{}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("uevent socket: clearing the receive timeout: %w", err)
+	}
+	nc := &netlinkConn{c: c}
+	if sa, err := syscall.Getsockname(c.Fd); err == nil {
+		if nl, ok := sa.(*syscall.SockaddrNetlink); ok {
+			nc.port = nl.Pid
+		}
+	}
+	return nc, nil
+}
+
+func (n *netlinkConn) ReadMsg() ([]byte, error) { return n.c.ReadMsg() }
+func (n *netlinkConn) Close() error             { return n.c.Close() }
+
+// wake unblocks a reader waiting in ReadMsg by sending a message to the
+// socket's own port; go-udev rejects it as unicast, and the reader, seeing
+// its context done, returns. Best effort: it needs CAP_NET_ADMIN, and a
+// reader left blocked only costs a goroutine until the next uevent.
+func (n *netlinkConn) wake() {
+	if n.port == 0 {
+		return
+	}
+	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_KOBJECT_UEVENT)
+	if err != nil {
+		return
+	}
+	defer syscall.Close(fd)
+	_ = syscall.Sendto(fd, []byte("wake@/\x00"), 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK, Pid: n.port})
+}
+
+// Reconnect backoff bounds: a broken socket is retried quickly at first,
+// never less often than every maxBackoff.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+// listener owns the uevent socket and its read loop: go-udev's monitor stops
+// at the first socket error, and this one must never stop listening.
+type listener struct {
+	dial dialer
+	udev bool
+	log  *slog.Logger
+	out  chan<- event
+
+	mu sync.Mutex // guards c against wake from another goroutine
+	c  conn
+}
+
+// run reads until ctx is done. ENOBUFS means the kernel dropped events (a
+// burst larger than the receive buffer): report them lost, keep reading.
+// Any other socket error: reconnect with backoff, then report events lost,
+// since some may have come while no socket listened.
+func (l *listener) run(ctx context.Context) {
+	defer func() { l.c.Close() }()
+	backoff := minBackoff
+	for {
+		msg, err := l.c.ReadMsg()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err == nil:
+			backoff = minBackoff
+			ev, ok, err := parseEvent(msg, l.udev)
+			if err != nil {
+				l.log.Debug("unparsable uevent ignored", "error", err)
+			}
+			if ok && !l.send(ctx, ev) {
+				return
+			}
+		case errors.Is(err, syscall.ENOBUFS):
+			l.log.Warn("uevents were lost (socket receive buffer overflowed); rescanning every disk")
+			if !l.send(ctx, event{lost: true}) {
+				return
+			}
+		case errors.Is(err, netlink.ErrUntrustedSender):
+			l.log.Warn("dropped a forged uevent", "error", err)
+		case errors.Is(err, netlink.ErrTruncatedMessage):
+			l.log.Warn("dropped an oversized uevent", "error", err)
+		default:
+			l.log.Error("uevent socket failed; reconnecting", "error", err)
+			l.c.Close()
+			if !l.reconnect(ctx, &backoff) {
+				return
+			}
+			if !l.send(ctx, event{lost: true}) {
+				return
+			}
+		}
+	}
+}
+
+func (l *listener) reconnect(ctx context.Context, backoff *time.Duration) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(*backoff):
+		}
+		*backoff = min(2**backoff, maxBackoff)
+		c, err := l.dial(l.udev)
+		if err == nil {
+			l.mu.Lock()
+			l.c = c
+			l.mu.Unlock()
+			l.log.Info("uevent socket reconnected; rescanning every disk")
+			return true
+		}
+		l.log.Error("uevent socket: reconnecting failed", "error", err, "retry_in", *backoff)
+	}
+}
+
+// wake unblocks run once ctx is done, when the socket knows how.
+func (l *listener) wake() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w, ok := l.c.(interface{ wake() }); ok {
+		w.wake()
+	}
+}
+
+func (l *listener) send(ctx context.Context, ev event) bool {
+	select {
+	case l.out <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,150 @@
+package daemon
+
+import "sync"
+
+// passKind says how much of a disk a pass reads.
+type passKind int
+
+const (
+	// verify re-reads only the attributes the policy sets, trusting the
+	// facts (class, size, ...) from the last full read: drift repair and
+	// re-planning after a reload. Facts change only with a uevent.
+	verify passKind = iota
+	// full reads the whole disk afresh: a uevent, the first scan, a rescan
+	// after lost events.
+	full
+)
+
+// job is what is owed to one disk: the strongest kind asked for since its
+// last pass started, the newest udev properties, and who waits for it.
+type job struct {
+	kind    passKind
+	props   map[string]string
+	waiters []*sync.WaitGroup
+}
+
+func (j *job) merge(kind passKind, props map[string]string, wg *sync.WaitGroup) {
+	j.kind = max(j.kind, kind)
+	if props != nil {
+		j.props = props
+	}
+	if wg != nil {
+		wg.Add(1)
+		j.waiters = append(j.waiters, wg)
+	}
+}
+
+// slot is a disk with work queued or in progress. Disks with none have no
+// slot, so the queue's size follows the work, not the machine.
+type slot struct {
+	queued bool // waiting in pending
+	busy   bool // a pass is running
+	next   job  // owed once the current pass (if any) is done
+	dirty  bool // next was asked for while busy
+}
+
+// queue runs passes: different disks in parallel, up to limit at once, one
+// disk's passes one after another, never two at once. Events for a disk
+// already queued merge into the queued pass; events for a disk being handled
+// make exactly one more pass, however many there were.
+type queue struct {
+	limit int
+	run   func(name string, j job)
+
+	mu       sync.Mutex
+	slots    map[string]*slot
+	pending  []string
+	workers  int
+	closed   bool
+	inFlight sync.WaitGroup
+}
+
+func newQueue(limit int, run func(string, job)) *queue {
+	return &queue{limit: limit, run: run, slots: map[string]*slot{}}
+}
+
+// kick asks for a pass over name. wg, when set, is done once a pass that
+// started after this call has finished.
+func (q *queue) kick(name string, kind passKind, props map[string]string, wg *sync.WaitGroup) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	s := q.slots[name]
+	if s == nil {
+		s = &slot{}
+		q.slots[name] = s
+	}
+	s.next.merge(kind, props, wg)
+	switch {
+	case s.busy:
+		s.dirty = true
+	case !s.queued:
+		s.queued = true
+		q.pending = append(q.pending, name)
+		if q.workers < q.limit {
+			q.workers++
+			q.inFlight.Add(1)
+			go q.work()
+		}
+	}
+}
+
+// work runs pending passes until there are none left. Workers come and go
+// with the work: an idle daemon has none.
+func (q *queue) work() {
+	defer q.inFlight.Done()
+	q.mu.Lock()
+	for len(q.pending) > 0 && !q.closed {
+		name := q.pending[0]
+		q.pending[0] = ""
+		q.pending = q.pending[1:]
+		s := q.slots[name]
+		j := s.next
+		s.next, s.queued, s.busy = job{}, false, true
+		q.mu.Unlock()
+
+		q.run(name, j)
+		for _, wg := range j.waiters {
+			wg.Done()
+		}
+
+		q.mu.Lock()
+		s.busy = false
+		if s.dirty {
+			s.dirty, s.queued = false, true
+			q.pending = append(q.pending, name)
+		} else {
+			delete(q.slots, name)
+		}
+	}
+	if len(q.pending) == 0 {
+		q.pending = nil // let a burst's backing array go
+	}
+	q.workers--
+	q.mu.Unlock()
+}
+
+// close stops starting passes, releases whoever waits for the ones that will
+// not run, and returns a channel closed once the passes in flight are done.
+func (q *queue) close() <-chan struct{} {
+	q.mu.Lock()
+	q.closed = true
+	for _, s := range q.slots {
+		// A busy slot's running pass releases its own waiters; next
+		// will never run.
+		for _, wg := range s.next.waiters {
+			wg.Done()
+		}
+		s.next.waiters = nil
+	}
+	q.pending = nil
+	q.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		q.inFlight.Wait()
+		close(done)
+	}()
+	return done
+}
