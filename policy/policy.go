@@ -37,6 +37,50 @@ type Rule struct {
 	Index int
 	// Source is the file and line the rule starts at ("policy.toml:12").
 	Source string
+
+	// match must hold entirely; except entries are each a set of keys that,
+	// holding entirely, keep the rule from applying.
+	match    []cond
+	except   [][]cond
+	settings []Setting
+}
+
+// Label names the rule as errors and logs do: `rule 3 "ublk"`.
+func (r *Rule) Label() string { return ruleLabel(r.Index, r.Name) }
+
+// Settings returns what the rule sets, in write order.
+func (r *Rule) Settings() []Setting {
+	out := make([]Setting, len(r.settings))
+	for i, s := range r.settings {
+		s.Values = append([]string{}, s.Values...)
+		out[i] = s
+	}
+	return out
+}
+
+// Matches reports whether the rule applies to d: every match key holds and
+// no except entry holds entirely. When it does not, the reasons say which
+// keys failed (`class: virtio is not in [nvme]`) or which except keys held
+// (`except: class: loop is in [loop]`). A fact the kernel did not report
+// (Rotational nil, no model, ...) never satisfies a key that tests it, in
+// match or in except.
+func (r *Rule) Matches(d *sysfs.Device) (bool, []string) {
+	if ok, failed := holds(r.match, d); !ok {
+		return false, failed
+	}
+	for _, e := range r.except {
+		if len(e) == 0 {
+			continue // an empty except excludes nothing
+		}
+		if ok, _ := holds(e, d); ok {
+			var reasons []string
+			for _, why := range explainAll(e, d) {
+				reasons = append(reasons, "except: "+why)
+			}
+			return false, reasons
+		}
+	}
+	return true, nil
 }
 
 // Setting is one desired attribute value and where it came from.
@@ -73,6 +117,33 @@ type Evaluation struct {
 
 // Evaluate matches every rule against d and merges the settings of those that
 // match, later rules overriding earlier ones setting by setting.
+//
+// Settings come in write order (scheduler, iosched/*, nr_requests, the rest);
+// each names the last matching rule that set it and, in Overrode, the earlier
+// matching rules it replaced, in order.
 func (p *Policy) Evaluate(d *sysfs.Device) Evaluation {
-	panic("policy.Evaluate: not written yet")
+	ev := Evaluation{Rules: []RuleResult{}, Matched: []string{}, Settings: []Setting{}}
+	byAttr := map[string]int{} // attribute -> index in ev.Settings
+	for _, r := range p.Rules {
+		ok, reasons := r.Matches(d)
+		ev.Rules = append(ev.Rules, RuleResult{Rule: r.Name, Index: r.Index, Matched: ok, Reasons: reasons})
+		if !ok {
+			continue
+		}
+		ev.Matched = append(ev.Matched, r.Name)
+		for _, s := range r.settings {
+			s.Values = append([]string{}, s.Values...)
+			s.Rule = r.Name
+			if i, seen := byAttr[s.Attribute]; seen {
+				prev := ev.Settings[i]
+				s.Overrode = append(append([]string{}, prev.Overrode...), prev.Rule)
+				ev.Settings[i] = s
+				continue
+			}
+			byAttr[s.Attribute] = len(ev.Settings)
+			ev.Settings = append(ev.Settings, s)
+		}
+	}
+	sortSettings(ev.Settings)
+	return ev
 }
