@@ -51,13 +51,19 @@ func (e *env) readDevices(names []string, nowait bool) ([]*sysfs.Device, error) 
 		}
 	}
 	devs := make([]*sysfs.Device, 0, len(names))
+	seen := make(map[string]bool, len(names))
 	for _, n := range names {
+		if seen[n] {
+			continue // "list vda vda" shows vda once
+		}
+		seen[n] = true
 		d, err := fs.Device(n)
 		if err != nil {
 			if all && sysfs.Gone(err) {
 				continue // removed since it was listed
 			}
-			return nil, &ExitError{Code: 1, Msg: fmt.Sprintf("device %s: %v", n, err)}
+			// sysfs errors name the device already.
+			return nil, &ExitError{Code: 1, Msg: err.Error()}
 		}
 		if nowait {
 			devnode.Fill(e.devDir, d)
@@ -73,28 +79,16 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// renderList prints the aligned table, then per device what could not be
+// read, then why NOWAIT is unknown, so a "?" in the table is never
+// unexplained.
 func renderList(w io.Writer, devs []*sysfs.Device) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCLASS\tDRIVER\tROT\tHWQ\tSCHEDULER\tNOWAIT\tSIZE\tMODEL")
 	for _, d := range devs {
-		sched := "-"
-		if d.Scheduler != nil {
-			sched = *d.Scheduler
-		}
-		model := d.Model
-		if model == "" {
-			model = "-"
-		}
-		driver := d.Driver
-		if d.Transport != "" {
-			driver += "/" + d.Transport
-		}
-		if driver == "" {
-			driver = "-"
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
-			d.Name, d.Class, driver, optBool(d.Rotational), d.HWQueues, sched,
-			optBool(d.NoWait), humanSize(d.SizeBytes), model)
+			d.Name, d.Class, orDash(driverColumn(d)), optBool(d.Rotational), d.HWQueues,
+			schedulerColumn(d), optBool(d.NoWait), humanSize(d.SizeBytes), orDash(modelColumn(d)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -104,7 +98,86 @@ func renderList(w io.Writer, devs []*sysfs.Device) error {
 			fmt.Fprintf(w, "%s: warning: %s\n", d.Name, msg)
 		}
 	}
+	for _, g := range nowaitUnknown(devs) {
+		switch {
+		case len(g.names) == 1:
+			fmt.Fprintf(w, "%s: nowait unknown: %s\n", g.names[0], g.reason)
+		case len(g.names) == len(devs):
+			fmt.Fprintf(w, "nowait unknown for every disk: %s\n", g.pattern)
+		default:
+			fmt.Fprintf(w, "nowait unknown for %s: %s\n", strings.Join(g.names, ", "), g.pattern)
+		}
+	}
 	return nil
+}
+
+type nowaitGroup struct {
+	pattern string // the reason with the disk's name as <disk>
+	reason  string // the first disk's own reason
+	names   []string
+}
+
+// nowaitUnknown groups the disks whose NOWAIT probe could not tell by reason,
+// so that a directory without device nodes (a container, --dev elsewhere)
+// is said once rather than once per disk.
+func nowaitUnknown(devs []*sysfs.Device) []*nowaitGroup {
+	var groups []*nowaitGroup
+	byPattern := map[string]*nowaitGroup{}
+	for _, d := range devs {
+		if d.NoWait != nil || d.NoWaitReason == "" {
+			continue
+		}
+		pattern := strings.ReplaceAll(d.NoWaitReason, d.Name, "<disk>")
+		g, ok := byPattern[pattern]
+		if !ok {
+			g = &nowaitGroup{pattern: pattern, reason: d.NoWaitReason}
+			byPattern[pattern] = g
+			groups = append(groups, g)
+		}
+		g.names = append(g.names, d.Name)
+	}
+	return groups
+}
+
+// driverColumn is the driver, with the SCSI host's or NVMe controller's
+// transport after a slash: "sd/virtio_scsi", "nvme/tcp".
+func driverColumn(d *sysfs.Device) string {
+	if d.Transport == "" {
+		return d.Driver
+	}
+	return d.Driver + "/" + d.Transport
+}
+
+// schedulerColumn is the active scheduler; "-" on a bio-based disk, which has
+// none to set, and "?" when the scheduler file could not be read or parsed.
+func schedulerColumn(d *sysfs.Device) string {
+	switch {
+	case d.Scheduler != nil:
+		return *d.Scheduler
+	case d.BioBased():
+		return "-"
+	default:
+		return "?"
+	}
+}
+
+// modelColumn is the model; a device-mapper disk has none, so its map name
+// stands there instead (what dmsetup and multipath -ll show).
+func modelColumn(d *sysfs.Device) string {
+	if d.Model == "" && d.DMName != "" {
+		if d.Multipath {
+			return d.DMName + " (multipath)"
+		}
+		return d.DMName
+	}
+	return d.Model
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func optBool(b *bool) string {
@@ -119,7 +192,7 @@ func optBool(b *bool) string {
 }
 
 // humanSize prints binary units with one decimal where it matters: 256G,
-// 1.5T, 0.
+// 1.5T, 0B.
 func humanSize(n *uint64) string {
 	if n == nil {
 		return "?"

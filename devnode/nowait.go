@@ -3,6 +3,7 @@ package devnode
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,7 +25,13 @@ const probeSize = 4096
 // NOWAIT-capable. The kernel exposes no attribute for it (no queue/nowait on
 // recent kernels), but a read with RWF_NOWAIT on a file without FMODE_NOWAIT
 // fails with EOPNOTSUPP before any I/O is issued (fs/read_write.c
-// kiocb_set_rw_flags; block/fops.c sets FMODE_NOWAIT when bdev_nowait()).
+// do_iter_readv_writev calls kiocb_set_rw_flags before ->read_iter;
+// block/fops.c blkdev_open sets FMODE_NOWAIT when bdev_nowait()).
+//
+// The probe reads 4 KiB at the end of the disk: the flag check comes first,
+// then blkdev_read_iter returns 0 for a position at or past the end without
+// building a bio. So it reads no data and cannot hang on a disk whose I/O is
+// stuck (a dead iSCSI or nbd server), which a read at offset 0 could.
 //
 // The node is opened O_RDONLY|O_DIRECT and its device number must equal
 // majorMinor, so a stale or foreign node is never mistaken for the disk. It
@@ -54,8 +61,12 @@ func NoWait(devDir, name, majorMinor string) (*bool, string) {
 		return nil, fmt.Sprintf("%s is device %d:%d, not %s", p, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), majorMinor)
 	}
 
+	end, err := unix.Seek(fd, 0, io.SeekEnd) // the disk's size in bytes
+	if err != nil {
+		return nil, fmt.Sprintf("seek %s: %v", p, err)
+	}
 	buf := alignedBuffer(probeSize)
-	_, err = unix.Preadv2(fd, [][]byte{buf}, 0, unix.RWF_NOWAIT)
+	_, err = unix.Preadv2(fd, [][]byte{buf}, end, unix.RWF_NOWAIT)
 	switch {
 	case err == nil, errors.Is(err, unix.EAGAIN):
 		// EAGAIN: the read would have blocked, which only a NOWAIT-capable

@@ -46,11 +46,12 @@ func IsClass(s string) bool {
 }
 
 // classByDriver maps the driver bound to the disk's device (or, for an NVMe
-// namespace, to its controller's device) to a class. The driver is the most
+// namespace, to its controller's parent) to a class. The driver is the most
 // reliable signal: it is what the kernel bound, whatever the disk is named.
 var classByDriver = map[string]Class{
 	"virtio_blk": ClassVirtio,
 	"sd":         ClassSCSI,
+	"sr":         ClassSCSI, // CD/DVD drives: sr0, not sd*
 	"nvme":       ClassNVMe,
 	"mmcblk":     ClassMMC,
 	"vbd":        ClassXen, // xen-blkfront registers its xenbus driver as "vbd"
@@ -69,7 +70,7 @@ var driverByClass = map[Class]string{
 	ClassDM:   "device-mapper",
 	ClassMD:   "md",
 	ClassRBD:  "rbd",
-	ClassNVMe: "nvme", // a multipath head under nvme-subsystem
+	ClassNVMe: "nvme", // a multipath head, or a path of a fabrics controller
 }
 
 // classByName is the last resort: the kernel's naming conventions.
@@ -79,8 +80,8 @@ var classByName = []struct {
 }{
 	{regexp.MustCompile(`^vd[a-z]+$`), ClassVirtio},
 	{regexp.MustCompile(`^nvme\d+(c\d+)?n\d+$`), ClassNVMe},
-	{regexp.MustCompile(`^(sd|sr)[a-z]+$`), ClassSCSI},
-	{regexp.MustCompile(`^mmcblk\d+$`), ClassMMC},
+	{regexp.MustCompile(`^sd[a-z]+$|^sr\d+$`), ClassSCSI},
+	{regexp.MustCompile(`^mmcblk\d+(boot\d+)?$`), ClassMMC},
 	{regexp.MustCompile(`^loop\d+$`), ClassLoop},
 	{regexp.MustCompile(`^ram\d+$`), ClassRAM},
 	{regexp.MustCompile(`^zram\d+$`), ClassZRAM},
@@ -93,40 +94,62 @@ var classByName = []struct {
 	{regexp.MustCompile(`^pmem\d+`), ClassPMem},
 }
 
-// classify fills Class, Driver, Transport and the dm fields: from the driver
-// link first, then the resolved path and driver-specific directories, and the
-// name only when nothing else says.
-func classify(s FS, d *Device, resolved string, r *reader) {
+// classify fills Class, Driver, Transport and the dm fields of d, whose
+// directory (symlinks resolved) is resolved, inside the tree at root. The
+// signals, most trusted first: the driver bound to the disk's device, the
+// layout (driver-specific directories, the parent an NVMe namespace hangs
+// off), and the name only when nothing else says.
+func classify(d *Device, resolved, root string, r *reader) {
 	d.Driver = boundDriver(resolved)
-	d.Class = ClassUnknown
-	if c, ok := classByDriver[d.Driver]; ok {
-		d.Class = c
-	} else {
-		d.Class = classByLayout(d.Name, resolved)
+	c, ok := classByDriver[d.Driver]
+	if !ok {
+		c = classByLayout(d.Name, resolved)
 	}
+	d.Class = c
 	if d.Driver == "" {
-		d.Driver = driverByClass[d.Class]
+		d.Driver = driverByClass[c]
 	}
-	switch d.Class {
+	switch c {
 	case ClassSCSI:
-		d.Transport = scsiTransport(s, resolved)
+		d.Transport = scsiTransport(resolved, root)
+	case ClassNVMe:
+		// The controller's transport: "pcie", "tcp", "rdma", "fc" or
+		// "loop". A multipath head hangs off the subsystem, which has
+		// none: its paths (the hidden nvmeXcYnZ disks) do.
+		d.Transport = r.text("device/transport")
 	case ClassDM:
 		d.DMName = r.text("dm/name")
 		d.DMUUID = r.text("dm/uuid")
+		// multipath-tools names its maps' uuids "mpath-<wwid>".
 		d.Multipath = strings.HasPrefix(d.DMUUID, "mpath-")
 	}
 }
 
 // boundDriver is the name of the driver bound to the disk's device: the
-// device itself (virtio, SCSI, mmc), or its parent (an NVMe namespace's
-// device is the controller, whose device is the PCI function).
+// device itself (virtio, SCSI, mmc, xen, pmem) or, for an NVMe namespace,
+// the parent of its controller (the controller is a class device with no
+// driver; the PCI function it sits on is bound to "nvme").
 func boundDriver(resolved string) string {
-	for _, rel := range []string{"device/driver", "device/device/driver"} {
-		if target, err := os.Readlink(filepath.Join(resolved, rel)); err == nil {
+	dev := filepath.Join(resolved, "device")
+	if target, err := os.Readlink(filepath.Join(dev, "driver")); err == nil {
+		return filepath.Base(target)
+	}
+	if subsystem(dev) == "nvme" {
+		if target, err := os.Readlink(filepath.Join(dev, "device", "driver")); err == nil {
 			return filepath.Base(target)
 		}
 	}
 	return ""
+}
+
+// subsystem is the class or bus a device directory belongs to (the base of
+// its "subsystem" link), or "".
+func subsystem(dir string) string {
+	target, err := os.Readlink(filepath.Join(dir, "subsystem"))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(target)
 }
 
 func classByLayout(name, resolved string) Class {
@@ -139,12 +162,21 @@ func classByLayout(name, resolved string) Class {
 		return ClassDM
 	case has("md"):
 		return ClassMD
-	case has("loop"):
+	case has("loop"): // present while a backing file is bound
 		return ClassLoop
-	case strings.Contains(resolved, "/nvme-subsystem/"):
-		return ClassNVMe
-	case has("disksize") && strings.HasPrefix(name, "zram"):
+	case has("comp_algorithm"):
 		return ClassZRAM
+	}
+	switch subsystem(filepath.Join(resolved, "device")) {
+	case "nvme", "nvme-subsystem":
+		// A namespace of a fabrics controller (no PCI driver to find) or
+		// a multipath head, which hangs off its subsystem.
+		return ClassNVMe
+	}
+	for _, elem := range strings.Split(filepath.ToSlash(filepath.Dir(resolved)), "/") {
+		if elem == "nvme-subsystem" || elem == "nvme-fabrics" {
+			return ClassNVMe
+		}
 	}
 	for _, c := range classByName {
 		if c.re.MatchString(name) {
@@ -156,30 +188,44 @@ func classByLayout(name, resolved string) Class {
 
 var scsiHostRe = regexp.MustCompile(`^host\d+$`)
 
+// transportAlias maps a SCSI host's proc_name to the name policies use where
+// the two differ: storvsc registers its host template as "storvsc_host"
+// (drivers/scsi/storvsc_drv.c).
+var transportAlias = map[string]string{
+	"storvsc_host": "storvsc",
+}
+
 // scsiTransport names the low-level driver of the SCSI host the disk hangs
 // off: the host's scsi_host/hostN/proc_name ("virtio_scsi", "ahci",
-// "storvsc", "mpt3sas"), else the driver of the nearest ancestor that has one.
-func scsiTransport(s FS, resolved string) string {
-	parts := strings.Split(resolved, string(filepath.Separator))
-	for i := len(parts) - 1; i >= 0; i-- {
-		if !scsiHostRe.MatchString(parts[i]) {
+// "storvsc", "mpt3sas", "iscsi_tcp"), else the driver bound to the nearest
+// ancestor of the host that has one. It never looks above root.
+func scsiTransport(resolved, root string) string {
+	root = filepath.Clean(root)
+	for dir := filepath.Dir(resolved); isBelow(dir, root); dir = filepath.Dir(dir) {
+		base := filepath.Base(dir)
+		if !scsiHostRe.MatchString(base) {
 			continue
 		}
-		hostDir := string(filepath.Separator) + filepath.Join(parts[:i+1]...)
-		if !filepath.IsAbs(resolved) {
-			hostDir = filepath.Join(parts[:i+1]...)
-		}
-		if b, err := os.ReadFile(filepath.Join(hostDir, "scsi_host", parts[i], "proc_name")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "scsi_host", base, "proc_name")); err == nil {
 			if name := strings.TrimSpace(string(b)); name != "" && name != "(null)" {
+				if alias, ok := transportAlias[name]; ok {
+					return alias
+				}
 				return name
 			}
 		}
-		for dir := filepath.Dir(hostDir); len(dir) > len(s.root); dir = filepath.Dir(dir) {
-			if target, err := os.Readlink(filepath.Join(dir, "driver")); err == nil {
+		for up := filepath.Dir(dir); isBelow(up, root); up = filepath.Dir(up) {
+			if target, err := os.Readlink(filepath.Join(up, "driver")); err == nil {
 				return filepath.Base(target)
 			}
 		}
 		return ""
 	}
 	return ""
+}
+
+// isBelow reports whether dir is strictly inside root (both clean).
+func isBelow(dir, root string) bool {
+	rel, err := filepath.Rel(root, dir)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
 }

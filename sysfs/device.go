@@ -36,10 +36,13 @@ type Device struct {
 	MajorMinor string `json:"major_minor"`
 	// Path is the resolved device directory relative to the sysfs root,
 	// e.g. "devices/pci0000:00/0000:00:02.0/virtio1/block/vda".
-	Path      string `json:"path"`
-	Class     Class  `json:"class"`
-	Driver    string `json:"driver"`
-	Transport string `json:"transport,omitempty"`
+	Path   string `json:"path"`
+	Class  Class  `json:"class"`
+	Driver string `json:"driver"`
+	// Transport is how a SCSI disk's host or an NVMe namespace's
+	// controller reaches the storage ("virtio_scsi", "ahci", "tcp", ...);
+	// "" for other classes.
+	Transport string `json:"transport"`
 	DMName    string `json:"dm_name,omitempty"`
 	DMUUID    string `json:"dm_uuid,omitempty"`
 	Multipath bool   `json:"multipath,omitempty"`
@@ -51,6 +54,10 @@ type Device struct {
 	LogicalBlockSize  *uint64 `json:"logical_block_size"`
 	PhysicalBlockSize *uint64 `json:"physical_block_size"`
 	Zoned             string  `json:"zoned,omitempty"`
+	// Hidden is set on a disk the kernel keeps out of /dev: a path of an
+	// NVMe multipath namespace, reached through its head (nvme1n1 for
+	// nvme1c1n1). Its queue is real: the path is where requests queue.
+	Hidden bool `json:"hidden,omitempty"`
 
 	// Scheduler is the active elevator, nil on a bio-based disk (no
 	// queue/scheduler file): no scheduler can be set there.
@@ -79,8 +86,11 @@ type Device struct {
 	Errors []string `json:"errors"`
 }
 
-// BioBased reports whether the disk has no request queue scheduler at all.
-func (d *Device) BioBased() bool { return d.Scheduler == nil }
+// BioBased reports whether the disk has no request queue and so no
+// scheduler at all: no queue/scheduler file and no hardware queues. A blk-mq
+// disk whose scheduler file could not be parsed is not bio-based (Scheduler is
+// nil there too, and the reason is in Errors).
+func (d *Device) BioBased() bool { return d.Scheduler == nil && d.HWQueues == 0 }
 
 func (d *Device) errorf(format string, a ...any) {
 	d.Errors = append(d.Errors, fmt.Sprintf(format, a...))
@@ -104,9 +114,15 @@ func (s FS) Device(name string) (*Device, error) {
 		return nil, fmt.Errorf("%w: %s is a partition, not a whole disk", ErrNoDevice, name)
 	}
 	d := &Device{Name: name, Tunables: map[string]string{}, IOSched: map[string]string{}, Errors: []string{}}
-	if rel, err := filepath.Rel(s.root, resolved); err == nil && !strings.HasPrefix(rel, "..") {
-		d.Path = rel
+	root := s.resolvedRoot()
+	if abs, err := filepath.Abs(resolved); err == nil {
+		resolved = abs
+	}
+	if isBelow(resolved, root) {
+		d.Path, _ = filepath.Rel(root, resolved)
+		d.Path = filepath.ToSlash(d.Path)
 	} else {
+		// A link out of the tree: say where it went rather than guess.
 		d.Path = resolved
 	}
 
@@ -119,6 +135,9 @@ func (s FS) Device(name string) (*Device, error) {
 		}
 	}
 	d.Removable = r.boolean("removable")
+	if h := r.boolean("hidden"); h != nil {
+		d.Hidden = *h
+	}
 	if n := r.uint("size"); n != nil {
 		bytes := *n * 512 // size is in 512-byte sectors whatever the block size (include/linux/blk_types.h SECTOR_SHIFT)
 		d.SizeBytes = &bytes
@@ -165,13 +184,21 @@ func (s FS) Device(name string) (*Device, error) {
 	if d.WWID == "" {
 		d.WWID = r.text("device/wwn")
 	}
-	classify(s, d, resolved, &r)
-	if len(d.Errors) > 0 {
-		// A disk removed between listing and reading shows up as a run of
-		// missing files; say so plainly instead.
-		if _, err := os.Stat(resolved); err != nil {
-			return nil, fmt.Errorf("%w: %s (removed while it was read)", ErrNoDevice, name)
-		}
+	classify(d, resolved, root, &r)
+	if d.Model == "" && d.Class == ClassMMC {
+		d.Model = r.text("device/name") // an MMC/SD card's product name
+	}
+	// Every disk has a queue/ directory, but not while it is being added
+	// (device_add_disk registers the queue after the disk) or removed
+	// (del_gendisk unregisters it first): then most attributes read as
+	// missing, which is not the same as absent.
+	if _, err := os.Stat(filepath.Join(resolved, "queue")); err != nil {
+		d.errorf("queue: %v", unwrapPath(err))
+	}
+	// A disk removed between listing and reading shows up as a run of
+	// missing files; say so plainly instead.
+	if _, err := os.Stat(resolved); err != nil {
+		return nil, fmt.Errorf("%w: %s (removed while it was read)", ErrNoDevice, name)
 	}
 	return d, nil
 }
@@ -186,7 +213,7 @@ type reader struct {
 // read returns the file's contents. A missing file is only an error when
 // required; any other failure is always recorded.
 func (r *reader) read(rel string, required bool) ([]byte, bool) {
-	b, err := os.ReadFile(filepath.Join(r.dir, rel))
+	b, err := readAttr(filepath.Join(r.dir, rel))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && !required {
 			return nil, false

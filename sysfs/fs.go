@@ -15,6 +15,9 @@ const DefaultRoot = "/sys"
 // FS is a sysfs tree rooted at a directory.
 type FS struct {
 	root string
+	// real is root made absolute with its symlinks resolved, to which
+	// resolved device directories are compared.
+	real string
 }
 
 // NewFS returns the sysfs tree rooted at root ("" means DefaultRoot). The root
@@ -30,7 +33,25 @@ func NewFS(root string) (FS, error) {
 	if !st.IsDir() {
 		return FS{}, fmt.Errorf("sysfs root %s: not a directory", root)
 	}
-	return FS{root: filepath.Clean(root)}, nil
+	fs := FS{root: filepath.Clean(root)}
+	if abs, err := filepath.Abs(root); err == nil {
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			fs.real = real
+		}
+	}
+	return fs, nil
+}
+
+// resolvedRoot is the root, absolute and with symlinks resolved.
+func (s FS) resolvedRoot() string {
+	if s.real != "" {
+		return s.real
+	}
+	abs, err := filepath.Abs(s.root)
+	if err != nil {
+		return s.root
+	}
+	return abs
 }
 
 // Root is the directory the tree is rooted at.
@@ -64,7 +85,8 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// Disks lists the names of whole block disks, sorted, never partitions. It
+// Disks lists the names of whole block disks, never partitions, in natural
+// order (loop2 before loop10, nvme2n1 before nvme10n1). It
 // reads class/block (every block device, partitions included, each with a
 // "partition" file when it is one) and falls back to block/ (disks only) on
 // trees that lack it.
@@ -90,8 +112,56 @@ func (s FS) Disks() ([]string, error) {
 		}
 		names = append(names, name)
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool { return naturalLess(names[i], names[j]) })
 	return names, nil
+}
+
+// naturalLess orders names as people read them: runs of digits compare as
+// numbers, everything else byte by byte.
+func naturalLess(a, b string) bool {
+	ka, kb := naturalKey(a), naturalKey(b)
+	for i := 0; i < len(ka) && i < len(kb); i++ {
+		x, y := ka[i], kb[i]
+		if x.num != y.num {
+			return !x.num // letters before digits
+		}
+		if x.num {
+			// Compare digit runs by value: strip leading zeros, then
+			// by length, then lexically.
+			xs, ys := strings.TrimLeft(x.s, "0"), strings.TrimLeft(y.s, "0")
+			if len(xs) != len(ys) {
+				return len(xs) < len(ys)
+			}
+			if xs != ys {
+				return xs < ys
+			}
+		} else if x.s != y.s {
+			return x.s < y.s
+		}
+	}
+	if len(ka) != len(kb) {
+		return len(ka) < len(kb)
+	}
+	return a < b
+}
+
+type naturalPart struct {
+	s   string
+	num bool
+}
+
+func naturalKey(s string) []naturalPart {
+	var parts []naturalPart
+	for i := 0; i < len(s); {
+		j := i
+		num := s[i] >= '0' && s[i] <= '9'
+		for j < len(s) && (s[j] >= '0' && s[j] <= '9') == num {
+			j++
+		}
+		parts = append(parts, naturalPart{s[i:j], num})
+		i = j
+	}
+	return parts
 }
 
 // Exists reports whether name is a block device in the tree.

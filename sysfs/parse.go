@@ -9,7 +9,8 @@ import (
 // ParseScheduler parses queue/scheduler: "none [mq-deadline] kyber bfq" offers
 // four schedulers with mq-deadline active. A bare single word ("none", as old
 // kernels show for bio-based queues) is the only one and active. Several words
-// without brackets, or more than one bracketed word, are an error.
+// without brackets, more than one bracketed word, a name listed twice or one
+// that could not be an elevator name are errors.
 func ParseScheduler(b []byte) (active string, offered []string, err error) {
 	fields := strings.Fields(string(b))
 	if len(fields) == 0 {
@@ -26,6 +27,11 @@ func ParseScheduler(b []byte) (active string, offered []string, err error) {
 		}
 		if !ValidSchedulerName(name) {
 			return "", nil, fmt.Errorf("scheduler: malformed name %q in %q", f, strings.TrimSpace(string(b)))
+		}
+		for _, o := range offered {
+			if o == name {
+				return "", nil, fmt.Errorf("scheduler: %s listed twice in %q", name, strings.TrimSpace(string(b)))
+			}
 		}
 		offered = append(offered, name)
 	}

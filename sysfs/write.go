@@ -3,6 +3,7 @@ package sysfs
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,7 +35,7 @@ func (s FS) ReadQueueAttr(name, attr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(p)
+	b, err := readAttr(p)
 	if err != nil {
 		return "", &AttrError{Device: name, Attr: attr, Op: "read", Err: unwrapPath(err)}
 	}
@@ -48,25 +49,21 @@ func (s FS) ReadQueueAttr(name, attr string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// WriteQueueAttr writes value to queue/<attr> of a disk in one write(2). The
-// file is opened without O_CREAT, so a missing attribute (a tunable the queue
-// hides, a disk that went away) is ENOENT, never a new file.
+// WriteQueueAttr writes value to queue/<attr> of a disk in one write(2)
+// (see writeAttr): a missing attribute (a tunable the queue hides, a disk that
+// went away) is ENOENT, never a new file.
 func (s FS) WriteQueueAttr(name, attr, value string) error {
 	p, err := s.QueueAttrPath(name, attr)
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		return &AttrError{Device: name, Attr: attr, Op: "open", Err: unwrapPath(err)}
-	}
-	_, werr := f.Write([]byte(value))
-	cerr := f.Close()
-	if werr != nil {
-		return &AttrError{Device: name, Attr: attr, Op: "write", Err: unwrapPath(werr)}
-	}
-	if cerr != nil {
-		return &AttrError{Device: name, Attr: attr, Op: "close", Err: unwrapPath(cerr)}
+	if err := writeAttr(p, []byte(value)); err != nil {
+		var pe *fs.PathError
+		op := "write"
+		if errors.As(err, &pe) {
+			op = pe.Op
+		}
+		return &AttrError{Device: name, Attr: attr, Op: op, Err: unwrapPath(err)}
 	}
 	return nil
 }

@@ -1,0 +1,129 @@
+package sysfs_test
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/sysfs"
+)
+
+// Loop numbers this file uses: 7100-7119 (looptest.Ranges gives sysfs,
+// devnode and cli 7100-7189; the three split it so they can run at once).
+
+func realFS(t *testing.T) sysfs.FS {
+	t.Helper()
+	fs, err := sysfs.NewFS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+func TestIntegrationLoop(t *testing.T) {
+	looptest.Require(t)
+	l := looptest.Add(t, 7100)
+	l.Bind(t, 8<<20)
+	fs := realFS(t)
+
+	names, err := fs.Disks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(names, l.Name) {
+		t.Fatalf("Disks() does not list %s", l.Name)
+	}
+	d, err := fs.Device(l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devnode.Fill("", d)
+	if len(d.Errors) != 0 {
+		t.Errorf("Errors = %q", d.Errors)
+	}
+	if d.Class != sysfs.ClassLoop || d.Driver != "loop" {
+		t.Errorf("class %s driver %q, want loop loop", d.Class, d.Driver)
+	}
+	if d.Path != "devices/virtual/block/"+l.Name || d.MajorMinor != "7:7100" {
+		t.Errorf("Path %q MajorMinor %q", d.Path, d.MajorMinor)
+	}
+	// loop sets BLK_MQ_F_NO_SCHED_BY_DEFAULT: the kernel gives it none.
+	if d.Scheduler == nil || *d.Scheduler != "none" || !slices.Contains(d.Schedulers, "none") {
+		t.Errorf("scheduler %v of %q, want none", d.Scheduler, d.Schedulers)
+	}
+	if d.HWQueues < 1 || d.BioBased() {
+		t.Errorf("HWQueues = %d, want >= 1 (blk-mq)", d.HWQueues)
+	}
+	if d.SizeBytes == nil || *d.SizeBytes != 8<<20 {
+		t.Errorf("SizeBytes = %v, want 8 MiB", d.SizeBytes)
+	}
+	if d.NoWait == nil || !*d.NoWait {
+		t.Errorf("NoWait = %v (%s), want true", d.NoWait, d.NoWaitReason)
+	}
+	for _, tun := range []string{"read_ahead_kb", "nr_requests", "nomerges", "rq_affinity"} {
+		if _, ok := d.Tunables[tun]; !ok {
+			t.Errorf("tunable %s missing: %v", tun, d.Tunables)
+		}
+	}
+	if got, err := fs.ReadQueueAttr(l.Name, "scheduler"); err != nil || got != "none" {
+		t.Errorf("ReadQueueAttr = %q, %v", got, err)
+	}
+}
+
+func TestIntegrationZram(t *testing.T) {
+	looptest.Require(t)
+	z := looptest.AddZram(t, 64<<20)
+	fs := realFS(t)
+	d, err := fs.Device(z.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devnode.Fill("", d)
+	if d.Class != sysfs.ClassZRAM || d.Driver != "zram" {
+		t.Errorf("class %s driver %q, want zram", d.Class, d.Driver)
+	}
+	// zram is bio-based: no queue/scheduler, no mq/.
+	if d.Scheduler != nil || !d.BioBased() || d.HWQueues != 0 || len(d.Schedulers) != 0 {
+		t.Errorf("scheduler %v %q hwq %d, want bio-based", d.Scheduler, d.Schedulers, d.HWQueues)
+	}
+	if d.SizeBytes == nil || *d.SizeBytes != 64<<20 {
+		t.Errorf("SizeBytes = %v, want 64 MiB", d.SizeBytes)
+	}
+	if d.NoWait == nil || *d.NoWait {
+		t.Errorf("NoWait = %v (%s), want false", d.NoWait, d.NoWaitReason)
+	}
+	if len(d.Errors) != 0 {
+		t.Errorf("Errors = %q", d.Errors)
+	}
+}
+
+// TestIntegrationRemovedAfterListing removes a loop device after Disks()
+// listed it and before Device() reads it.
+func TestIntegrationRemovedAfterListing(t *testing.T) {
+	looptest.Require(t)
+	l := looptest.Add(t, 7101)
+	fs := realFS(t)
+	names, err := fs.Disks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(names, l.Name) {
+		t.Fatalf("Disks() does not list %s", l.Name)
+	}
+	if err := looptest.RemoveRaw(l.N); err != nil {
+		t.Fatal(err)
+	}
+	d, err := fs.Device(l.Name)
+	if !errors.Is(err, sysfs.ErrNoDevice) || !sysfs.Gone(err) {
+		t.Fatalf("Device(%s) after removal = %+v, %v; want ErrNoDevice", l.Name, d, err)
+	}
+	if fs.Exists(l.Name) {
+		t.Errorf("Exists(%s) after removal", l.Name)
+	}
+	if _, err := os.Stat("/sys/block/" + l.Name); !os.IsNotExist(err) {
+		t.Errorf("/sys/block/%s still there: %v", l.Name, err)
+	}
+}
