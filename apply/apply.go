@@ -64,9 +64,19 @@ func (r *Result) Failed() bool {
 	return false
 }
 
+// Target is where an Applier reads and writes queue attributes: a
+// sysfs.FS, or in tests a recorder around one.
+type Target interface {
+	ReadQueueAttr(name, attr string) (string, error)
+	WriteQueueAttr(name, attr, value string) error
+	Exists(name string) bool
+}
+
+var _ Target = sysfs.FS{}
+
 // Applier writes plans to one sysfs tree.
 type Applier struct {
-	FS sysfs.FS
+	FS Target
 	// Retries is how many times an EBUSY write is tried again (default 3),
 	// waiting Backoff, then twice as long, between tries (default 10ms).
 	Retries int
@@ -127,7 +137,7 @@ func (a *Applier) All(ctx context.Context, plans []plan.Device) []Result {
 // would land on the wrong scheduler); a disk that went away stops the rest.
 func (a *Applier) Device(ctx context.Context, p plan.Device) Result {
 	r := Result{Device: p.Name, Outcomes: make([]Outcome, 0, len(p.Changes))}
-	schedulerFailed := false
+	schedulerFailed, switched := false, false
 	for _, c := range p.Changes {
 		o := Outcome{Change: c}
 		switch {
@@ -138,22 +148,33 @@ func (a *Applier) Device(ctx context.Context, p plan.Device) Result {
 		case ctx.Err() != nil:
 			o.Status, o.Err = Failed, ctx.Err()
 		default:
-			a.change(ctx, p.Name, &o, &r)
+			// The plan's From was read from a snapshot taken just before;
+			// once this pass has switched the scheduler, everything after
+			// it (iosched/*, nr_requests, wbt_lat_usec) may have been reset
+			// by the switch, so it is read again.
+			a.change(ctx, p.Name, &o, &r, switched || c.From == "")
 		}
-		if c.Attribute == "scheduler" && o.Status == Failed {
-			schedulerFailed = true
+		if c.Attribute == "scheduler" {
+			schedulerFailed = o.Status == Failed
+			switched = o.Status == Written || o.Status == Mismatch
 		}
 		r.Outcomes = append(r.Outcomes, o)
 	}
 	return r
 }
 
-func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result) {
-	before, err := a.FS.ReadQueueAttr(name, o.Attribute)
-	if err != nil {
-		o.Status, o.Err = Failed, err
-		r.Gone = sysfs.Gone(err) && !a.FS.Exists(name)
-		return
+// change makes one change: read the current value (when reread, else trust
+// the plan's), skip the write when it is already in place, write with EBUSY
+// retries, read back.
+func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result, reread bool) {
+	before := o.From
+	if reread {
+		var err error
+		if before, err = a.FS.ReadQueueAttr(name, o.Attribute); err != nil {
+			o.Status, o.Err = Failed, err
+			r.Gone = sysfs.Gone(err) && !a.FS.Exists(name)
+			return
+		}
 	}
 	o.Before = before
 	if before == o.To {
@@ -165,6 +186,7 @@ func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result
 		return
 	}
 	wait := a.backoff()
+	var err error
 	for try := 0; ; try++ {
 		r.Writes++
 		err = a.FS.WriteQueueAttr(name, o.Attribute, o.To)
