@@ -1,12 +1,123 @@
 package cli
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"io"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/plan"
 )
 
-// PLACEHOLDER: replaced by the real command.
 func newApplyCmd(e *env) *cobra.Command {
-	return &cobra.Command{Use: "apply", Hidden: true, RunE: func(*cobra.Command, []string) error { return errors.New("apply: not built yet") }}
+	var dryRun, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "apply [DEVICE...]",
+		Short: "Make each disk's settings what the policy says, and print what was done",
+		Long: `apply does what plan shows. Each value is re-read just before it is written
+and a value already in place is not written again (the kernel freezes the queue
+even for a same-value scheduler write). Disks are done concurrently, one disk's
+writes in order: scheduler, its iosched/* parameters, nr_requests, the rest.
+Each write is read back. EBUSY is retried; a disk that goes away is reported
+and the others are still done.
+
+Exit status: 0 when everything is in place, 1 if anything failed.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, as, _, err := e.assess(args)
+			if err != nil {
+				return err
+			}
+			fs, err := e.fs()
+			if err != nil {
+				return err
+			}
+			plans := make([]plan.Device, len(as))
+			for i, a := range as {
+				plans[i] = a.plan
+			}
+			a := &apply.Applier{FS: fs, DryRun: dryRun}
+			start := time.Now()
+			results := a.All(context.Background(), plans)
+			took := time.Since(start)
+			failed := false
+			for i := range results {
+				failed = failed || results[i].Failed()
+			}
+			if asJSON {
+				err = writeJSON(e.stdout, applyJSON(results))
+			} else {
+				renderApply(e.stdout, results, took, dryRun)
+			}
+			if err != nil {
+				return err
+			}
+			if failed {
+				return &ExitError{Code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "re-read every value but write nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+type outcomeJSON struct {
+	apply.Outcome
+	Error string `json:"error,omitempty"`
+}
+
+type resultJSON struct {
+	Name     string        `json:"name"`
+	Gone     bool          `json:"gone,omitempty"`
+	Writes   int           `json:"writes"`
+	Outcomes []outcomeJSON `json:"outcomes"`
+}
+
+func applyJSON(results []apply.Result) any {
+	out := make([]resultJSON, 0, len(results))
+	for _, r := range results {
+		rj := resultJSON{Name: r.Device, Gone: r.Gone, Writes: r.Writes, Outcomes: []outcomeJSON{}}
+		for _, o := range r.Outcomes {
+			oj := outcomeJSON{Outcome: o}
+			if o.Err != nil {
+				oj.Error = o.Err.Error()
+			}
+			rj.Outcomes = append(rj.Outcomes, oj)
+		}
+		out = append(out, rj)
+	}
+	return struct {
+		Devices []resultJSON `json:"devices"`
+	}{out}
+}
+
+func renderApply(w io.Writer, results []apply.Result, took time.Duration, dryRun bool) {
+	count := map[apply.Status]int{}
+	for _, r := range results {
+		for _, o := range r.Outcomes {
+			count[o.Status]++
+			switch o.Status {
+			case apply.Written:
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q)\n", r.Device, o.Attribute, o.Before, o.To, o.Rule)
+			case apply.Planned:
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): not written (dry run)\n", r.Device, o.Attribute, o.Before, o.To, o.Rule)
+			case apply.Mismatch, apply.Failed:
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): %s: %v\n", r.Device, o.Attribute, showValue(o.Before), o.To, o.Rule, o.Status, o.Err)
+			}
+		}
+		if r.Gone {
+			fmt.Fprintf(w, "%s: the disk went away during apply\n", r.Device)
+		}
+	}
+	verb := "apply"
+	if dryRun {
+		verb = "apply --dry-run"
+	}
+	fmt.Fprintf(w, "%s: %d written, %d already in place, %d failed, %d not kept, %d planned, on %d disk(s) in %s\n",
+		verb, count[apply.Written], count[apply.Unchanged], count[apply.Failed], count[apply.Mismatch], count[apply.Planned],
+		len(results), took.Round(time.Millisecond))
 }

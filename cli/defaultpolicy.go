@@ -1,12 +1,19 @@
 package cli
 
 import (
-	"errors"
-
 	"github.com/spf13/cobra"
+
+	"github.com/iosched/iosched/policy"
 )
 
-// PLACEHOLDER: replaced by the real command.
 func newDefaultPolicyCmd(e *env) *cobra.Command {
-	return &cobra.Command{Use: "default-policy", Hidden: true, RunE: func(*cobra.Command, []string) error { return errors.New("default-policy: not built yet") }}
+	return &cobra.Command{
+		Use:   "default-policy",
+		Short: "Print the policy embedded in the binary, to start a policy file from",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := e.stdout.Write(policy.Embedded())
+			return err
+		},
+	}
 }

@@ -1,12 +1,114 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/iosched/iosched/plan"
+	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/sysfs"
 )
 
-// PLACEHOLDER: replaced by the real command.
 func newExplainCmd(e *env) *cobra.Command {
-	return &cobra.Command{Use: "explain", Hidden: true, RunE: func(*cobra.Command, []string) error { return errors.New("explain: not built yet") }}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "explain DEVICE",
+		Short: "Show a disk's facts, every rule's verdict on it, and where each final setting comes from",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, as, _, err := e.assess(args)
+			if err != nil {
+				return err
+			}
+			a := as[0]
+			if asJSON {
+				return writeJSON(e.stdout, struct {
+					Device   *sysfs.Device       `json:"device"`
+					Rules    []policy.RuleResult `json:"rules"`
+					Settings []policy.Setting    `json:"settings"`
+					Plan     plan.Device         `json:"plan"`
+				}{a.dev, a.eval.Rules, a.eval.Settings, a.plan})
+			}
+			renderExplain(e.stdout, a)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func renderExplain(w io.Writer, a assessment) {
+	d := a.dev
+	fmt.Fprintf(w, "%s\n", d.Name)
+	fact := func(k, v string) { fmt.Fprintf(w, "  %-12s %s\n", k+":", v) }
+	fact("class", string(d.Class))
+	fact("driver", orDash(d.Driver))
+	if d.Transport != "" {
+		fact("transport", d.Transport)
+	}
+	if d.DMName != "" {
+		fact("dm name", fmt.Sprintf("%s (multipath: %v)", d.DMName, d.Multipath))
+	}
+	fact("path", d.Path)
+	fact("rotational", optBool(d.Rotational))
+	fact("removable", optBool(d.Removable))
+	fact("hw queues", fmt.Sprint(d.HWQueues))
+	if d.Scheduler != nil {
+		fact("scheduler", fmt.Sprintf("%s (offered: %s)", *d.Scheduler, strings.Join(d.Schedulers, " ")))
+	} else {
+		fact("scheduler", "none possible (bio-based)")
+	}
+	nowait := optBool(d.NoWait)
+	if d.NoWaitReason != "" {
+		nowait += " (" + d.NoWaitReason + ")"
+	}
+	fact("nowait", nowait)
+	fact("size", humanSize(d.SizeBytes))
+	if d.Model != "" {
+		fact("model", d.Model)
+	}
+	for _, msg := range d.Errors {
+		fmt.Fprintf(w, "  warning: %s\n", msg)
+	}
+
+	fmt.Fprintln(w, "\nrules:")
+	if len(a.eval.Rules) == 0 {
+		fmt.Fprintln(w, "  (the policy has no rules)")
+	}
+	for _, r := range a.eval.Rules {
+		if r.Matched {
+			fmt.Fprintf(w, "  %d %q: matched\n", r.Index, r.Rule)
+			continue
+		}
+		fmt.Fprintf(w, "  %d %q: no match\n", r.Index, r.Rule)
+		for _, why := range r.Reasons {
+			fmt.Fprintf(w, "      %s\n", why)
+		}
+	}
+
+	fmt.Fprintln(w, "\nsettings:")
+	if len(a.eval.Settings) == 0 {
+		fmt.Fprintln(w, "  (none: no matching rule sets anything)")
+	}
+	for _, s := range a.eval.Settings {
+		line := fmt.Sprintf("  %s = %s (rule %q", s.Attribute, strings.Join(s.Values, " or "), s.Rule)
+		if len(s.Overrode) > 0 {
+			line += ", overriding " + quoteAll(s.Overrode)
+		}
+		fmt.Fprintln(w, line+")")
+	}
+
+	fmt.Fprintln(w, "\nplan:")
+	for _, c := range a.plan.Changes {
+		fmt.Fprintf(w, "  %s: %s -> %s (rule %q)\n", c.Attribute, showValue(c.From), c.To, c.Rule)
+	}
+	for _, s := range a.plan.Skipped {
+		fmt.Fprintf(w, "  skip %s: %s (rule %q)\n", s.Attribute, s.Reason, s.Rule)
+	}
+	if len(a.plan.Changes) == 0 && len(a.plan.Skipped) == 0 {
+		fmt.Fprintln(w, "  nothing to change")
+	}
 }

@@ -1,12 +1,86 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/iosched/iosched/plan"
 )
 
-// PLACEHOLDER: replaced by the real command.
 func newPlanCmd(e *env) *cobra.Command {
-	return &cobra.Command{Use: "plan", Hidden: true, RunE: func(*cobra.Command, []string) error { return errors.New("plan: not built yet") }}
+	var asJSON, detailed bool
+	cmd := &cobra.Command{
+		Use:   "plan [DEVICE...]",
+		Short: "Show what apply would change on each disk, and why (writes nothing)",
+		Long: `plan is the dry run: for each disk its class, the rules that matched, each
+change as "attribute: from -> to (rule)", and the settings that cannot be made
+with the reason. Rules that match no disk are warned about. It writes nothing.
+
+Exit status: 0; with --detailed-exitcode, 0 when nothing would change, 2 when
+something would, 1 on error.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, as, unmatched, err := e.assess(args)
+			if err != nil {
+				return err
+			}
+			warnings := unmatchedWarnings(unmatched, scope(args))
+			plans := make([]plan.Device, len(as))
+			changes := 0
+			for i, a := range as {
+				plans[i] = a.plan
+				changes += len(a.plan.Changes)
+			}
+			if asJSON {
+				err = writeJSON(e.stdout, struct {
+					Devices  []plan.Device `json:"devices"`
+					Warnings []string      `json:"warnings"`
+				}{plans, append([]string{}, warnings...)})
+			} else {
+				renderPlans(e.stdout, plans, warnings)
+			}
+			if err != nil {
+				return err
+			}
+			if detailed && changes > 0 {
+				return &ExitError{Code: 2}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when something would change, 0 when nothing would")
+	return cmd
+}
+
+func renderPlans(w io.Writer, plans []plan.Device, warnings []string) {
+	changes, disks := 0, 0
+	for _, p := range plans {
+		rules := "no rule matched"
+		if len(p.Rules) > 0 {
+			rules = "rules " + quoteAll(p.Rules)
+		}
+		fmt.Fprintf(w, "%s (%s): %s\n", p.Name, p.Class, rules)
+		for _, c := range p.Changes {
+			fmt.Fprintf(w, "  %s: %s -> %s (rule %q)\n", c.Attribute, showValue(c.From), c.To, c.Rule)
+		}
+		for _, s := range p.Skipped {
+			fmt.Fprintf(w, "  skip %s: %s (rule %q)\n", s.Attribute, s.Reason, s.Rule)
+		}
+		for _, msg := range p.Errors {
+			fmt.Fprintf(w, "  error: %s\n", msg)
+		}
+		if len(p.Changes) == 0 && len(p.Skipped) == 0 {
+			fmt.Fprintln(w, "  nothing to change")
+		}
+		if len(p.Changes) > 0 {
+			disks++
+			changes += len(p.Changes)
+		}
+	}
+	for _, msg := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", msg)
+	}
+	fmt.Fprintf(w, "plan: %d change(s) on %d of %d disk(s)\n", changes, disks, len(plans))
 }
