@@ -75,7 +75,8 @@ type Daemon struct {
 	orig    *originals
 	started time.Time
 	// passCtx is cancelled when a stop gives up waiting for passes.
-	passCtx context.Context
+	passCtx    context.Context
+	stopPasses context.CancelFunc
 
 	mu     sync.Mutex // guards disks and report
 	disks  map[string]*disk
@@ -138,6 +139,7 @@ func New(cfg Config) (*Daemon, error) {
 		changed:  make(chan struct{}, 1),
 		scanDone: make(chan scanResult, 1),
 	}
+	d.passCtx, d.stopPasses = context.WithCancel(context.Background())
 	d.queue = newQueue(cfg.Parallel, d.pass)
 	return d, nil
 }
@@ -152,115 +154,173 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 // Run starts the daemon and returns when ctx is done or SIGTERM/SIGINT
 // arrives (nil: a clean stop), or when it cannot start.
 func (d *Daemon) Run(ctx context.Context) error {
-	d.started = time.Now()
-	pol, err := d.cfg.Load(d.cfg.PolicyPath)
-	if err != nil {
-		return &PolicyError{err}
-	}
-	d.setPolicy(pol)
-	if d.orig, err = loadOriginals(d.cfg.StateDir, d.fs, d.log); err != nil {
-		return err
-	}
-	signals := d.cfg.Signals
-	if signals == nil {
-		ch := make(chan os.Signal, 4)
-		signal.Notify(ch, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
-		defer signal.Stop(ch)
-		signals = ch
-	}
-
-	// Listen before scanning, so a disk appearing during the scan is
-	// either seen by it or heard of afterwards.
-	udev := d.ueventSource(pol) == "udev"
-	c, err := d.cfg.dial(udev)
+	events, signals, cleanup, err := d.start(ctx)
 	if err != nil {
 		return err
 	}
-	events := make(chan event, 1024)
-	passCtx, stopPasses := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopPasses()
-	listenCtx, stopListening := context.WithCancel(ctx)
-	l := &listener{dial: d.cfg.dial, udev: udev, log: d.log, out: events, c: c}
-	go l.run(listenCtx)
-	defer func() { stopListening(); l.wake() }()
-	d.passCtx = passCtx
-
-	d.noteScan(d.scan(full, "start"))
-	d.writeState()
-	d.notify(sd.SdNotifyReady + "\n" + d.statusLine())
-	d.log.Info("ready", "disks", d.count(), "policy", pol.Sources, "uevents", d.ueventSource(pol))
-
-	reconcile, stopReconcile := ticker(pol.Daemon.ReconcileInterval)
-	defer func() { stopReconcile() }()
-	var watchdog <-chan time.Time
-	if iv, err := sd.SdWatchdogEnabled(false); err != nil {
-		d.log.Warn("watchdog", "error", err)
-	} else if iv > 0 {
-		t := time.NewTicker(iv / 2)
-		defer t.Stop()
-		watchdog = t.C
-	}
-	var flush <-chan time.Time
-	scanning, again, againReason := false, passKind(-1), ""
-	startScan := func(kind passKind, reason string) {
-		if scanning { // one at a time; the next covers every request made meanwhile
-			if kind > again {
-				again, againReason = kind, reason
-			}
-			return
-		}
-		scanning = true
-		go func() { d.scanDone <- d.scan(kind, reason) }()
-	}
-
+	defer cleanup()
+	t := d.newTimers()
+	defer t.stop()
 	for {
 		select {
 		case ev := <-events:
 			if ev.lost {
-				startScan(full, "lost uevents")
+				t.scan(full, "lost uevents")
 			} else {
 				d.queue.kick(ev.name, full, ev.props, nil)
 			}
-		case <-reconcile:
-			startScan(verify, "reconcile")
+		case <-t.reconcile:
+			t.scan(verify, "reconcile")
 		case r := <-d.scanDone:
-			scanning = false
-			d.noteScan(r)
-			if r.reason == "reload" {
-				d.notify(sd.SdNotifyReady + "\n" + d.statusLine())
-			}
-			if again >= 0 {
-				startScan(again, againReason)
-				again = -1
-			}
+			t.scanned(r)
 		case <-d.changed:
-			if flush == nil {
-				flush = time.After(d.cfg.stateDebounce)
-			}
-		case <-flush:
-			flush = nil
-			d.writeState()
-			d.notify(d.statusLine())
-		case <-watchdog:
+			t.flushSoon()
+		case <-t.flush:
+			t.flushNow()
+		case <-t.watchdog:
 			d.notify(sd.SdNotifyWatchdog)
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:
 				if d.reload() {
-					stopReconcile()
-					reconcile, stopReconcile = ticker(d.policy.Load().Daemon.ReconcileInterval)
-					startScan(verify, "reload")
+					t.resetReconcile()
+					t.scan(verify, "reload")
 				}
 			case syscall.SIGUSR1:
-				startScan(verify, "reconcile")
+				t.scan(verify, "reconcile")
 			default:
 				d.log.Info("stopping", "signal", sig.String())
-				return d.stop(stopPasses)
+				return d.stop()
 			}
 		case <-ctx.Done():
 			d.log.Info("stopping")
-			return d.stop(stopPasses)
+			return d.stop()
 		}
+	}
+}
+
+// start loads the policy, opens the uevent socket, passes over every disk
+// and tells systemd the daemon is ready.
+func (d *Daemon) start(ctx context.Context) (<-chan event, <-chan os.Signal, func(), error) {
+	d.started = time.Now()
+	pol, err := d.cfg.Load(d.cfg.PolicyPath)
+	if err != nil {
+		return nil, nil, nil, &PolicyError{err}
+	}
+	d.setPolicy(pol)
+	if d.orig, err = loadOriginals(d.cfg.StateDir, d.fs, d.log); err != nil {
+		return nil, nil, nil, err
+	}
+	// Listen before scanning, so a disk appearing during the scan is
+	// either seen by it or heard of afterwards.
+	udev := d.ueventSource(pol) == "udev"
+	c, err := d.cfg.dial(udev)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	signals := d.cfg.Signals
+	stopSignals := func() {}
+	if signals == nil {
+		ch := make(chan os.Signal, 4)
+		signal.Notify(ch, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+		signals, stopSignals = ch, func() { signal.Stop(ch) }
+	}
+	events := make(chan event, 1024)
+	listenCtx, stopListening := context.WithCancel(ctx)
+	l := &listener{dial: d.cfg.dial, udev: udev, log: d.log, out: events, c: c}
+	go l.run(listenCtx)
+	cleanup := func() {
+		stopListening()
+		l.wake()
+		stopSignals()
+	}
+
+	d.noteScan(d.scan(full, "start"))
+	d.writeState()
+	d.notify(sd.SdNotifyReady + "\n" + d.statusLine())
+	d.log.Info("ready", "disks", d.count(), "policy", pol.Sources, "uevents", d.ueventSource(pol))
+	return events, signals, cleanup, nil
+}
+
+// timers is the loop's clockwork: the reconcile and watchdog tickers, the
+// debounced state file, and the one scan allowed at a time.
+type timers struct {
+	d         *Daemon
+	reconcile <-chan time.Time
+	stopTick  func()
+	watchdog  <-chan time.Time
+	stopDog   func()
+	flush     <-chan time.Time
+	status    string // the last STATUS= sent
+
+	scanning    bool
+	again       passKind // -1: no scan asked for while one ran
+	againReason string
+}
+
+func (d *Daemon) newTimers() *timers {
+	t := &timers{d: d, again: -1, stopDog: func() {}}
+	t.reconcile, t.stopTick = ticker(d.policy.Load().Daemon.ReconcileInterval)
+	// Pinged from the loop itself, so a loop stuck anywhere stops the
+	// pings and systemd restarts the daemon.
+	if iv, err := sd.SdWatchdogEnabled(false); err != nil {
+		d.log.Warn("watchdog", "error", err)
+	} else if iv > 0 {
+		t.watchdog, t.stopDog = ticker(iv / 2)
+	}
+	return t
+}
+
+func (t *timers) stop() {
+	t.stopTick()
+	t.stopDog()
+}
+
+func (t *timers) resetReconcile() {
+	t.stopTick()
+	t.reconcile, t.stopTick = ticker(t.d.policy.Load().Daemon.ReconcileInterval)
+}
+
+// scan starts a scan unless one runs; then the next one, started when it
+// ends, covers every request made meanwhile.
+func (t *timers) scan(kind passKind, reason string) {
+	if t.scanning {
+		if kind > t.again {
+			t.again, t.againReason = kind, reason
+		}
+		return
+	}
+	t.scanning = true
+	go func() { t.d.scanDone <- t.d.scan(kind, reason) }()
+}
+
+func (t *timers) scanned(r scanResult) {
+	t.scanning = false
+	t.d.noteScan(r)
+	if r.reason == "reload" {
+		t.d.notify(sd.SdNotifyReady + "\n" + t.d.statusLine())
+	}
+	if t.again >= 0 {
+		kind, reason := t.again, t.againReason
+		t.again = -1
+		t.scan(kind, reason)
+	}
+}
+
+// flushSoon writes the state file a little later, so that 1000 disks
+// changing at once make a few writes, not 1000.
+func (t *timers) flushSoon() {
+	if t.flush == nil {
+		t.flush = time.After(t.d.cfg.stateDebounce)
+	}
+}
+
+func (t *timers) flushNow() {
+	t.flush = nil
+	t.d.writeState()
+	if s := t.d.statusLine(); s != t.status {
+		t.status = s
+		t.d.notify(s)
 	}
 }
 
@@ -319,14 +379,14 @@ func (d *Daemon) setPolicy(p *policy.Policy) {
 // Without restore_on_exit the settings stay: they are what the policy wants,
 // a restart (an upgrade) should not flap every disk through the kernel's
 // defaults and back, and each switch would freeze the disk's queue.
-func (d *Daemon) stop(stopPasses context.CancelFunc) error {
+func (d *Daemon) stop() error {
 	d.notify(sd.SdNotifyStopping)
 	done := d.queue.close()
 	select {
 	case <-done:
 	case <-time.After(d.cfg.StopTimeout):
 		d.log.Warn("passes still running at stop; abandoning their remaining writes", "waited", d.cfg.StopTimeout)
-		stopPasses()
+		d.stopPasses()
 		select {
 		case <-done:
 		case <-time.After(time.Second):

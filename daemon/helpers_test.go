@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -247,3 +248,5 @@ func requireLoops(t *testing.T) {
 	t.Helper()
 	looptest.Require(t)
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,12 +28,12 @@ type originals struct {
 	fs     sysfs.FS
 	bootID string
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	disks    map[string]*diskOriginals
-	gen      uint64 // bumped by every change to disks
-	saved    uint64 // the gen last written
-	saving   bool
+	mu     sync.Mutex
+	cond   *sync.Cond
+	disks  map[string]*diskOriginals
+	gen    uint64 // bumped by every change to disks
+	saved  uint64 // the gen last written
+	saving bool
 }
 
 type diskOriginals struct {
@@ -178,7 +179,8 @@ func (o *originals) plans() []plan.Device {
 // it restored.
 func (d *Daemon) restore() {
 	plans := d.orig.plans()
-	ctx := d.passCtx
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
+	defer cancel()
 	results := d.applier.All(ctx, plans)
 	restored := 0
 	for _, r := range results {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +33,12 @@ type disk struct {
 // pass brings one disk to its policy: read it, evaluate the policy, plan,
 // apply, remember. A disk that needs nothing costs its reads and no log.
 func (d *Daemon) pass(name string, j job) {
+	defer func() {
+		// A bug met on one disk must not take the others down with it.
+		if v := recover(); v != nil {
+			d.log.Error("internal error; the disk is skipped until its next event", "device", name, "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
 	pol := d.policy.Load()
 	rec := d.record(name, j.props)
 	dev, ev, err := d.observe(pol, name, rec, j.kind)

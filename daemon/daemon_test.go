@@ -1,0 +1,334 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeDaemon runs a daemon on a fake sysfs tree with a fake uevent socket.
+func fakeDaemon(t *testing.T, policyText string, disks ...string) (*running, *fakeConn) {
+	t.Helper()
+	fs := fakeTree(t, disks...)
+	c := newFakeConn()
+	fd := &fakeDialer{conns: []*fakeConn{c}}
+	r := start(t, policyText, func(cfg *Config) {
+		cfg.FS = fs
+		cfg.dial = fd.dial
+		cfg.stateDebounce = 10 * time.Millisecond
+	})
+	return r, c
+}
+
+func (r *running) attr(t *testing.T, name, attr string) string {
+	t.Helper()
+	return readFake(t, r.d.fs, name, attr)
+}
+
+func (r *running) waitAttr(t *testing.T, name, attr, want string) {
+	t.Helper()
+	waitFor(t, 5*time.Second, fmt.Sprintf("%s %s = %s", name, attr, want), func() bool {
+		v, err := r.d.fs.ReadQueueAttr(name, attr)
+		return err == nil && v == want
+	})
+}
+
+func (r *running) state(t *testing.T) *State {
+	t.Helper()
+	st, err := ReadState(r.runtimeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
+	r, c := fakeDaemon(t, testPolicy(""), "loop20000", "loop7")
+	// Ready means the first scan is done.
+	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
+		t.Fatalf("after start loop20000 scheduler = %s, want mq-deadline", got)
+	}
+	if got := r.attr(t, "loop7", "scheduler"); got != "none" {
+		t.Fatalf("loop7 (no rule matches it) scheduler = %s, want none untouched", got)
+	}
+	if n := len(r.log.lines("msg=set", "device=loop20000")); n != 2 {
+		t.Errorf("%d log lines for 2 changes:\n%s", n, r.log)
+	}
+	if n := len(r.log.lines("device=loop7")); n != 0 {
+		t.Errorf("log lines about a disk that needed nothing:\n%s", r.log)
+	}
+
+	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
+	c.msgs <- fakeMsg{b: uevent("add", "loop20001", "disk")}
+	r.waitAttr(t, "loop20001", "nr_requests", "64")
+	if got := r.attr(t, "loop20001", "scheduler"); got != "mq-deadline" {
+		t.Errorf("hot-plugged loop20001 scheduler = %s", got)
+	}
+	line := r.log.lines("msg=set", "device=loop20001", "attribute=scheduler")
+	if len(line) != 1 || !strings.Contains(line[0], "from=none to=mq-deadline") || !strings.Contains(line[0], `rule="daemon test loops"`) {
+		t.Errorf("change log line = %q", line)
+	}
+
+	waitFor(t, 5*time.Second, "the state file to list loop20001", func() bool {
+		st := r.state(t)
+		return st.Disks["loop20001"] != nil && len(st.Disks["loop20001"].Settings) == 2
+	})
+	st := r.state(t)
+	if st.PID != os.Getpid() || st.Managed != 2 || st.Policy.Sources[0] != r.policy {
+		t.Errorf("state pid %d managed %d sources %v", st.PID, st.Managed, st.Policy.Sources)
+	}
+	d := st.Disks["loop20001"]
+	if d.Class != "loop" || d.Rules[0] != "daemon test loops" || d.Settings[0] != (Applied{Attribute: "scheduler", Value: "mq-deadline", Rule: "daemon test loops"}) {
+		t.Errorf("state of loop20001 = %+v", d)
+	}
+	if st.LastChange == nil || !strings.HasPrefix(st.LastChange.Device, "loop2000") {
+		t.Errorf("last change = %+v", st.LastChange)
+	}
+
+	// A partition's event is ignored; a removal forgets the disk.
+	c.msgs <- fakeMsg{b: uevent("add", "loop20001p1", "partition")}
+	removeFakeDisk(t, r.d.fs, "loop20001")
+	c.msgs <- fakeMsg{b: uevent("remove", "loop20001", "disk")}
+	waitFor(t, 5*time.Second, "loop20001 to be forgotten", func() bool { return r.state(t).Disks["loop20001"] == nil })
+	if lines := r.log.lines("level=ERROR"); len(lines) > 0 {
+		t.Errorf("errors logged: %q", lines)
+	}
+}
+
+func TestDaemonRescansAfterLostEvents(t *testing.T) {
+	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
+	// A disk appears, and its event is lost with others.
+	addFakeDisk(t, r.d.fs.Root(), "loop20005", 5)
+	c.msgs <- fakeMsg{err: syscall.ENOBUFS}
+	r.waitAttr(t, "loop20005", "scheduler", "mq-deadline")
+	waitFor(t, 5*time.Second, "the rescan to be logged", func() bool {
+		return len(r.log.lines("scan done", `reason="lost uevents"`)) == 1
+	})
+}
+
+func TestDaemonRepairsDrift(t *testing.T) {
+	r, _ := fakeDaemon(t, testPolicy("[daemon]\nreconcile_interval = \"100ms\"\n"), "loop20000")
+	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/queue/nr_requests"), "32\n")
+	r.waitAttr(t, "loop20000", "nr_requests", "64")
+	waitFor(t, 5*time.Second, "the drift to be logged", func() bool {
+		return len(r.log.lines("drift repaired", "device=loop20000", "attribute=nr_requests", "from=32", "to=64")) == 1
+	})
+	// Nothing drifted since: reconciles read and do not write.
+	w := r.d.writes.Load()
+	time.Sleep(350 * time.Millisecond)
+	if w2 := r.d.writes.Load(); w2 != w {
+		t.Errorf("%d writes while nothing drifted", w2-w)
+	}
+}
+
+func TestDaemonReload(t *testing.T) {
+	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
+	writeFile(t, r.policy, testPolicy("")+"\n[[rule]]\nname = \"broken\"\n[rule.set]\nreadahead_kb = 1\n")
+	r.signals <- syscall.SIGHUP
+	waitFor(t, 5*time.Second, "the failed reload to be logged", func() bool {
+		return len(r.log.lines("policy reload failed", r.policy+":")) > 0
+	})
+	// The old policy stays in force, for a new disk too.
+	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
+	c.msgs <- fakeMsg{b: uevent("add", "loop20001", "disk")}
+	r.waitAttr(t, "loop20001", "nr_requests", "64")
+	waitFor(t, 5*time.Second, "the state to tell the failed reload", func() bool {
+		st := r.state(t)
+		return st.LastReload != nil && !st.LastReload.OK && len(st.LastReload.Errors) == 1 && strings.Contains(st.LastReload.Errors[0], "readahead_kb")
+	})
+
+	writeFile(t, r.policy, strings.Replace(testPolicy(""), "nr_requests = 64", "nr_requests = 32", 1))
+	r.signals <- syscall.SIGHUP
+	r.waitAttr(t, "loop20000", "nr_requests", "32")
+	r.waitAttr(t, "loop20001", "nr_requests", "32")
+	waitFor(t, 5*time.Second, "the state to tell the good reload", func() bool {
+		st := r.state(t)
+		return st.LastReload != nil && st.LastReload.OK
+	})
+	if n := len(r.log.lines("msg=set", "attribute=scheduler")); n != 2 {
+		t.Errorf("the reload rewrote a setting already in place: %d scheduler writes in all", n)
+	}
+}
+
+func TestSdNotify(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify")
+	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	msgs := make(chan string, 1000)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ln.Read(buf)
+			if err != nil {
+				return
+			}
+			msgs <- string(buf[:n])
+		}
+	}()
+	expect := func(what string, ok func(string) bool) string {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case m := <-msgs:
+				if ok(m) {
+					return m
+				}
+			case <-deadline:
+				t.Fatalf("no %s message within 5 s", what)
+			}
+		}
+	}
+	has := func(s string) func(string) bool {
+		return func(m string) bool { return strings.Contains(m, s) }
+	}
+	t.Setenv("NOTIFY_SOCKET", sock)
+	t.Setenv("WATCHDOG_USEC", "100000")
+
+	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
+	m := expect("READY", has("READY=1"))
+	if !strings.Contains(m, "STATUS=1 disks managed; last change") {
+		t.Errorf("READY message %q has no STATUS= summary", m)
+	}
+	expect("WATCHDOG", has("WATCHDOG=1"))
+	expect("WATCHDOG", has("WATCHDOG=1")) // and again: pinged while the loop runs
+
+	r.signals <- syscall.SIGHUP
+	m = expect("RELOADING", has("RELOADING=1"))
+	if !strings.Contains(m, "MONOTONIC_USEC=") {
+		t.Errorf("RELOADING message %q has no MONOTONIC_USEC= (systemd >= 253 wants it)", m)
+	}
+	expect("READY after the reload", has("READY=1"))
+
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	expect("STOPPING", has("STOPPING=1"))
+	if _, err := os.Stat(statePath(r.runtimeDir)); !os.IsNotExist(err) {
+		t.Errorf("state file left behind by a clean stop: %v", err)
+	}
+}
+
+func TestRestoreOnExit(t *testing.T) {
+	policy := testPolicy("[daemon]\nrestore_on_exit = true\n")
+	r, _ := fakeDaemon(t, policy, "loop20000")
+	saved, err := os.ReadFile(filepath.Join(r.stateDir, "originals.json"))
+	if err != nil {
+		t.Fatalf("no originals file after the first change: %v", err)
+	}
+	var f originalsFile
+	if err := json.Unmarshal(saved, &f); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Disks["loop20000"]; got == nil || got.Values["scheduler"] != "none" || got.Values["nr_requests"] != "128" || got.DiskSeq != "100" {
+		t.Fatalf("originals = %s", saved)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != "none" || n != "128" {
+		t.Fatalf("after stop: scheduler %s nr_requests %s, want the originals none 128", s, n)
+	}
+	if _, err := os.Stat(filepath.Join(r.stateDir, "originals.json")); !os.IsNotExist(err) {
+		t.Errorf("originals file kept after everything was restored: %v", err)
+	}
+
+	// A crash: the settings stay as the daemon made them, the originals
+	// file stays. The next daemon finds nothing to change, and restores
+	// the first-seen values, not the ones it found.
+	root := r.d.fs.Root()
+	writeFile(t, filepath.Join(root, "block/loop20000/queue/scheduler"), "none [mq-deadline] kyber\n")
+	writeFile(t, filepath.Join(root, "block/loop20000/queue/nr_requests"), "64\n")
+	r2 := start(t, policy, func(cfg *Config) {
+		cfg.FS = r.d.fs
+		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+		cfg.StateDir = r.stateDir
+	})
+	writeFile(t, filepath.Join(r.stateDir, "originals.json"), string(saved))
+	r2.d.orig, _ = loadOriginals(r.stateDir, r.d.fs, r2.d.log) // as if it had been there at start
+	if err := r2.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != "none" || n != "128" {
+		t.Fatalf("after crash and restart: scheduler %s nr_requests %s, want none 128", s, n)
+	}
+}
+
+func TestStateFileIsReplacedAtomically(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	big := func(i int) []byte {
+		st := State{PID: i, Disks: map[string]*DiskState{}}
+		for n := range 500 {
+			st.Disks[fmt.Sprintf("loop%d", n)] = &DiskState{Class: "loop", Rules: []string{"r"}}
+		}
+		b, _ := json.Marshal(st)
+		return b
+	}
+	if err := writeAtomic(path, big(0)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			b, err := os.ReadFile(path)
+			var st State
+			if err == nil {
+				err = json.Unmarshal(b, &st)
+			}
+			if err != nil {
+				done <- fmt.Errorf("a reader saw a partial file: %w", err)
+				return
+			}
+		}
+	}()
+	for i := range 200 {
+		if err := writeAtomic(path, big(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("temporary files left: %v", entries)
+	}
+}
+
+func TestReadStateWhenNoDaemonRuns(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadState(dir); !errorsIs(err, ErrNotRunning) {
+		t.Errorf("no state file: err = %v, want ErrNotRunning", err)
+	}
+	// A state file left by a process that is gone.
+	writeFile(t, statePath(dir), `{"pid": 2147483646, "started": "2025-01-01T00:00:00Z"}`)
+	if _, err := ReadState(dir); !errorsIs(err, ErrNotRunning) {
+		t.Errorf("dead pid: err = %v, want ErrNotRunning", err)
+	}
+	// A live pid that is not the process that wrote the file.
+	writeFile(t, statePath(dir), fmt.Sprintf(`{"pid": %d, "proc_start": 1}`, os.Getpid()))
+	if _, err := ReadState(dir); !errorsIs(err, ErrNotRunning) {
+		t.Errorf("recycled pid: err = %v, want ErrNotRunning", err)
+	}
+	writeFile(t, statePath(dir), fmt.Sprintf(`{"pid": %d, "proc_start": %d}`, os.Getpid(), procStart(os.Getpid())))
+	if _, err := ReadState(dir); err != nil {
+		t.Errorf("live daemon: %v", err)
+	}
+}

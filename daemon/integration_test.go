@@ -1,0 +1,245 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/iosched/iosched/internal/looptest"
+)
+
+// TestMain lets a test run the daemon as a child process of the test
+// binary (IOSCHED_TEST_DAEMON=1), so it can be stopped with SIGSTOP.
+func TestMain(m *testing.M) {
+	if os.Getenv("IOSCHED_TEST_DAEMON") == "1" {
+		d, err := New(Config{
+			PolicyPath: os.Getenv("IOSCHED_TEST_POLICY"),
+			RuntimeDir: os.Getenv("IOSCHED_TEST_RUNTIME_DIR"),
+			StateDir:   os.Getenv("IOSCHED_TEST_STATE_DIR"),
+			Logger:     slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		})
+		if err == nil {
+			err = d.Run(context.Background())
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// child is a daemon running in a child process.
+type child struct {
+	cmd        *exec.Cmd
+	log        *logBuffer
+	runtimeDir string
+}
+
+func startChild(t *testing.T, policyText string) *child {
+	t.Helper()
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.toml")
+	writeFile(t, policy, policyText)
+	c := &child{log: &logBuffer{}, runtimeDir: filepath.Join(dir, "run")}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	c.cmd.Env = append(os.Environ(), "IOSCHED_TEST_DAEMON=1", "IOSCHED_TEST_POLICY="+policy,
+		"IOSCHED_TEST_RUNTIME_DIR="+c.runtimeDir, "IOSCHED_TEST_STATE_DIR="+filepath.Join(dir, "state"))
+	c.cmd.Stderr = c.log
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.cmd.Process.Signal(syscall.SIGCONT)
+		c.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- c.cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("daemon exited: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			c.cmd.Process.Kill()
+			t.Error("daemon did not stop on SIGTERM within 20 s")
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", tail(c.log.String(), 60))
+		}
+	})
+	waitFor(t, 30*time.Second, "the daemon to be ready", func() bool { return len(c.log.lines("msg=ready")) > 0 })
+	return c
+}
+
+// TestIntegrationHotPlug: 200 loop devices created while the daemon runs all
+// converge; removed again, the daemon forgets them and still works.
+func TestIntegrationHotPlug(t *testing.T) {
+	requireLoops(t)
+	r := start(t, testPolicy(""))
+	names := loops(t, loopBase, 200)
+	took := waitConverged(t, names, 30*time.Second)
+	t.Logf("200 hot-plugged loops converged %s after the last was created", took)
+	if n := len(r.log.lines("msg=set", "attribute=scheduler", "from=none", "to=mq-deadline")); n != 200 {
+		t.Errorf("%d scheduler changes logged for 200 disks", n)
+	}
+
+	removeLoops(t, loopBase, 200)
+	waitFor(t, 10*time.Second, "the removed disks to be forgotten", func() bool {
+		st, err := ReadState(r.runtimeDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if st.Disks[n] != nil {
+				return false
+			}
+		}
+		return true
+	})
+	// Still listening: one more converges.
+	waitConverged(t, loops(t, loopBase+300, 1), 10*time.Second)
+	if lines := r.log.lines("level=ERROR"); len(lines) > 0 {
+		t.Errorf("errors logged: %q", lines)
+	}
+}
+
+// TestIntegrationOverflow: while the daemon is stopped (SIGSTOP), 2000 loop
+// devices appear and each gets several change events, far more than the
+// socket's receive buffer holds. Continued, the daemon learns events were
+// lost, rescans, and every device converges.
+func TestIntegrationOverflow(t *testing.T) {
+	requireLoops(t)
+	c := startChild(t, testPolicy(""))
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	names := loops(t, 21000, 2000)
+	created := time.Since(start)
+	for range 3 {
+		for _, n := range names {
+			if err := os.WriteFile("/sys/block/"+n+"/uevent", []byte("change"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("2000 loops created in %s, 6000 change events in %s", created, time.Since(start)-created)
+	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	took := waitConverged(t, names, 60*time.Second)
+	t.Logf("converged %s after SIGCONT", took)
+	if len(c.log.lines("uevents were lost")) == 0 {
+		t.Errorf("the burst did not overflow the socket buffer: the test proved nothing")
+	}
+	waitFor(t, 30*time.Second, "the rescan after lost events to end", func() bool {
+		return len(c.log.lines("scan done", `reason="lost uevents"`)) > 0
+	})
+	t.Log(c.log.lines("scan done", `reason="lost uevents"`)[0])
+}
+
+// TestIntegrationReload: a broken policy leaves the old in force (shown on a
+// device created afterwards); a good one re-plans every device.
+func TestIntegrationReload(t *testing.T) {
+	requireLoops(t)
+	r := start(t, testPolicy(""))
+	first := loops(t, 22000, 20)
+	waitConverged(t, first, 10*time.Second)
+
+	writeFile(t, r.policy, testPolicy("")+"\n[[rule]]\nname = \"broken\"\n[rule.match]\nclass = \"floppy\"\n")
+	r.signals <- syscall.SIGHUP
+	waitFor(t, 5*time.Second, "the failed reload to be logged", func() bool {
+		return len(r.log.lines("policy reload failed", r.policy+":", "class")) > 0
+	})
+	later := loops(t, 22100, 5)
+	waitConverged(t, later, 10*time.Second) // the old policy, on a new device
+
+	writeFile(t, r.policy, strings.Replace(testPolicy(""), `scheduler = "mq-deadline"`, `scheduler = "kyber"`, 1))
+	r.signals <- syscall.SIGHUP
+	all := append(first, later...)
+	waitFor(t, 10*time.Second, "every device re-planned to kyber", func() bool {
+		for _, n := range all {
+			b, _ := os.ReadFile("/sys/block/" + n + "/queue/scheduler")
+			if !strings.Contains(string(b), "[kyber]") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestIntegrationDrift: a managed scheduler changed by hand is put back
+// within the reconcile interval, and the log says so.
+func TestIntegrationDrift(t *testing.T) {
+	requireLoops(t)
+	r := start(t, testPolicy("[daemon]\nreconcile_interval = \"300ms\"\n"))
+	names := loops(t, 22200, 3)
+	waitConverged(t, names, 10*time.Second)
+	if err := os.WriteFile("/sys/block/"+names[1]+"/queue/scheduler", []byte("none"), 0); err != nil {
+		t.Fatal(err)
+	}
+	changed := time.Now()
+	waitConverged(t, names, 5*time.Second)
+	if took := time.Since(changed); took > 2*time.Second {
+		t.Errorf("drift repaired after %s, interval 300ms", took)
+	}
+	waitFor(t, 2*time.Second, "the drift to be logged", func() bool {
+		return len(r.log.lines("drift repaired", "device="+names[1], "attribute=scheduler", "from=none", "to=mq-deadline")) == 1
+	})
+}
+
+// TestIntegrationForgedUevent: a uevent a process sends to the kernel's
+// multicast group is dropped (and logged), where the same event from the
+// kernel is acted on.
+func TestIntegrationForgedUevent(t *testing.T) {
+	requireLoops(t)
+	r := start(t, testPolicy(`[daemon]
+reconcile_interval = "0"`))
+	name := loops(t, 22300, 1)[0]
+	waitConverged(t, []string{name}, 10*time.Second)
+	// Put it off policy; nothing but an event makes the daemon look again.
+	if err := os.WriteFile("/sys/block/"+name+"/queue/scheduler", []byte("none"), 0); err != nil {
+		t.Fatal(err)
+	}
+	sendForged(t, fmt.Sprintf("change@/devices/virtual/block/%[1]s\x00ACTION=change\x00DEVPATH=/devices/virtual/block/%[1]s\x00SUBSYSTEM=block\x00DEVNAME=%[1]s\x00DEVTYPE=disk\x00SEQNUM=1\x00", name))
+	waitFor(t, 5*time.Second, "the forged event to be logged", func() bool {
+		return len(r.log.lines("dropped a forged uevent")) > 0
+	})
+	time.Sleep(200 * time.Millisecond)
+	if b, _ := os.ReadFile("/sys/block/" + name + "/queue/scheduler"); !strings.Contains(string(b), "[none]") {
+		t.Fatalf("the daemon acted on a forged uevent: scheduler %s", b)
+	}
+	// The kernel's own event for the same device is acted on.
+	if err := os.WriteFile("/sys/block/"+name+"/uevent", []byte("change"), 0); err != nil {
+		t.Fatal(err)
+	}
+	waitConverged(t, []string{name}, 5*time.Second)
+}
+
+// sendForged multicasts msg to the kernel uevent group from this process.
+func sendForged(t *testing.T, msg string) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_KOBJECT_UEVENT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Sendto(fd, []byte(msg), 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK, Groups: 1}); err != nil {
+		t.Fatalf("sending to the kernel uevent group: %v", err)
+	}
+}
+
+var _ = sync.Mutex{}
+var _ = looptest.Name

@@ -1,0 +1,132 @@
+package daemon
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A burst of events for a disk being handled makes exactly one more pass.
+func TestQueueCoalescesABurstIntoOneMorePass(t *testing.T) {
+	release := make(chan struct{})
+	var passes atomic.Int32
+	q := newQueue(8, func(name string, j job) {
+		if passes.Add(1) == 1 {
+			<-release
+		}
+	})
+	var first sync.WaitGroup
+	q.kick("loop20000", full, nil, &first)
+	waitFor(t, 5*time.Second, "the first pass to start", func() bool { return passes.Load() == 1 })
+	var burst sync.WaitGroup
+	for range 100 {
+		q.kick("loop20000", full, nil, &burst)
+	}
+	close(release)
+	first.Wait()
+	burst.Wait()
+	if n := passes.Load(); n != 2 {
+		t.Fatalf("%d passes for one event and a burst of 100 during it, want 2", n)
+	}
+}
+
+// Events for a disk that is queued but not started merge into that pass.
+func TestQueueMergesIntoAQueuedPass(t *testing.T) {
+	block := make(chan struct{})
+	var mu sync.Mutex
+	var runs []job
+	q := newQueue(1, func(name string, j job) {
+		if name == "blocker" {
+			<-block
+			return
+		}
+		mu.Lock()
+		runs = append(runs, j)
+		mu.Unlock()
+	})
+	q.kick("blocker", full, nil, nil) // holds the only worker
+	var wg sync.WaitGroup
+	q.kick("loop20000", verify, nil, &wg)
+	q.kick("loop20000", full, map[string]string{"ID_BUS": "ata"}, &wg)
+	q.kick("loop20000", verify, nil, &wg)
+	close(block)
+	wg.Wait()
+	if len(runs) != 1 {
+		t.Fatalf("%d passes, want 1", len(runs))
+	}
+	if runs[0].kind != full || runs[0].props["ID_BUS"] != "ata" {
+		t.Errorf("merged pass = %+v, want a full one with the newest properties", runs[0])
+	}
+}
+
+// Different disks run in parallel, up to the limit; one disk never runs
+// twice at once.
+func TestQueueParallelAcrossDisksSerialWithinOne(t *testing.T) {
+	const limit = 4
+	var now, peak atomic.Int32
+	var perDisk sync.Map
+	q := newQueue(limit, func(name string, j job) {
+		c, _ := perDisk.LoadOrStore(name, new(atomic.Int32))
+		if c.(*atomic.Int32).Add(1) != 1 {
+			t.Errorf("%s handled twice at once", name)
+		}
+		n := now.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+		now.Add(-1)
+		c.(*atomic.Int32).Add(-1)
+	})
+	var wg sync.WaitGroup
+	for round := range 20 {
+		for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
+			q.kick(name, full, nil, &wg)
+		}
+		if round%5 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	wg.Wait()
+	if p := peak.Load(); p < 2 || p > limit {
+		t.Errorf("peak parallelism %d, want between 2 and %d", p, limit)
+	}
+	// Workers and slots go once the work is done: an idle daemon holds none.
+	waitFor(t, 5*time.Second, "the queue to empty", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.slots) == 0 && q.workers == 0
+	})
+}
+
+// close releases waiters of passes that will not run and waits for the
+// ones in flight.
+func TestQueueClose(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	q := newQueue(1, func(name string, j job) {
+		if name == "slow" {
+			close(started)
+			<-release
+		}
+	})
+	var wg sync.WaitGroup
+	q.kick("slow", full, nil, &wg)
+	<-started
+	q.kick("never", full, nil, &wg)
+	done := q.close()
+	select {
+	case <-done:
+		t.Fatal("close did not wait for the pass in flight")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-done
+	wg.Wait() // returns: "never" was released without running
+	q.kick("after", full, nil, &wg)
+	wg.Wait()
+}
