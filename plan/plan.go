@@ -101,8 +101,10 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 	}
 	if s, ok := byAttr["scheduler"]; ok {
 		switch {
-		case d.Scheduler == nil:
+		case d.BioBased():
 			p.skip(s, "no scheduler on a bio-based disk")
+		case d.Scheduler == nil:
+			p.skip(s, "the current scheduler could not be read (see errors)")
 		default:
 			if chosen, ok := firstOffered(s.Values, d.Schedulers); ok {
 				target = chosen
@@ -123,8 +125,10 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 		want := s.Values[0]
 		if param, ok := strings.CutPrefix(s.Attribute, "iosched/"); ok {
 			switch {
-			case d.Scheduler == nil:
+			case d.BioBased():
 				p.skip(s, "no scheduler on a bio-based disk")
+			case d.Scheduler == nil:
+				p.skip(s, "the current scheduler could not be read (see errors)")
 			case target == "none":
 				p.skip(s, "scheduler none has no parameters")
 			case switched:
@@ -143,7 +147,7 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 		}
 		have, ok := d.Tunables[s.Attribute]
 		switch {
-		case !ok && d.Scheduler == nil && mqOnly[s.Attribute]:
+		case !ok && d.BioBased() && mqOnly[s.Attribute]:
 			p.skip(s, "no scheduler on a bio-based disk")
 		case !ok:
 			p.skip(s, "the kernel does not offer it on this disk")
