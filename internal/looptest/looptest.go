@@ -23,7 +23,7 @@ import (
 //
 //	looptest itself              7190-7199
 //	sysfs, devnode, cli (list)   7100-7189
-//	apply, cli (plan/apply)      7200-7299
+//	apply 7200-7209, cli (apply)  7210-7219
 //	daemon (tests)               20000-23999
 //	benchmarks (contrib, apply)  30000-31999
 const Ranges = "see package doc"
