@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/policy"
 )
 
 func newDaemonCmd(e *env) *cobra.Command {
@@ -62,9 +63,15 @@ lose them.`,
 			err = d.Run(cmd.Context())
 			var pe *daemon.PolicyError
 			if errors.As(err, &pe) {
-				// The same lines as iosched check: FILE:LINE:COL: rule N "x": key: message.
-				fmt.Fprintln(e.stderr, pe.Error())
-				return &ExitError{Code: 1}
+				// What iosched check says: FILE:LINE:COL: rule N "x": key: message.
+				var errs policy.Errors
+				if !errors.As(pe.Err, &errs) {
+					errs = policy.Errors{{Msg: pe.Err.Error()}}
+				}
+				for _, pe := range errs {
+					fmt.Fprintln(e.stderr, pe.Error())
+				}
+				return &ExitError{Code: 1, Msg: fmt.Sprintf("the policy is invalid: %d error(s)", len(errs))}
 			}
 			return err
 		},

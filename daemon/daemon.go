@@ -164,9 +164,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for {
 		select {
 		case ev := <-events:
-			if ev.lost {
+			switch {
+			case ev.lost:
 				t.scan(full, "lost uevents")
-			} else {
+			case ev.action == "remove":
+				d.queue.kick(ev.name, removal, nil, nil)
+			default:
 				d.queue.kick(ev.name, full, ev.props, nil)
 			}
 		case <-t.reconcile:

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -18,16 +17,26 @@ import (
 	"github.com/iosched/iosched/sysfs"
 )
 
-// disk is what the daemon remembers of one disk between passes. Only the
-// disk's own pass touches snap and settled (the queue never runs two at
-// once); state is read by the state writer under Daemon.mu.
+// disk is what the daemon remembers of one disk between passes, a few
+// hundred bytes. Only the disk's own pass writes it (the queue never runs
+// two at once); the state writer reads state under Daemon.mu.
 type disk struct {
-	snap  *sysfs.Device     // the facts and values as last seen
+	// snap holds the facts as last read, and only the values of the
+	// attributes the policy sets.
+	snap  *sysfs.Device
 	props map[string]string // udev properties from the last uevent
-	// settled holds the values the last pass left in place as the policy
-	// wants: a later pass that finds one changed repairs drift.
-	settled map[string]string
-	state   DiskState
+	state DiskState
+}
+
+// settled reports whether the last pass left attr at value, as the policy
+// wanted: finding it changed later is drift.
+func (rec *disk) settled(attr, value string) bool {
+	for _, a := range rec.state.Settings {
+		if a.Attribute == attr {
+			return a.Want == "" && a.Value == value
+		}
+	}
+	return false
 }
 
 // pass brings one disk to its policy: read it, evaluate the policy, plan,
@@ -39,6 +48,10 @@ func (d *Daemon) pass(name string, j job) {
 			d.log.Error("internal error; the disk is skipped until its next event", "device", name, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
+	if j.kind == removal {
+		d.forget(name)
+		return
+	}
 	pol := d.policy.Load()
 	rec := d.record(name, j.props)
 	dev, ev, err := d.observe(pol, name, rec, j.kind)
@@ -67,8 +80,8 @@ func (d *Daemon) pass(name string, j job) {
 		d.logOutcomes(dev, rec, res)
 		settle(dev, res)
 	}
-	rec.snap = dev
 	d.noteDisk(name, rec, dev, ev, p, res)
+	rec.snap = trim(dev, ev)
 }
 
 // observe reads what the pass needs. A verify pass re-reads only the
@@ -76,12 +89,12 @@ func (d *Daemon) pass(name string, j job) {
 // 1000 disks costs milliseconds; a full one reads the whole disk.
 func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, kind passKind) (*sysfs.Device, policy.Evaluation, error) {
 	if kind == verify && rec.snap != nil {
-		dev := *rec.snap
+		dev := rec.snap // this pass's own: updated in place
 		dev.Properties = rec.props
-		ev := d.cfg.evaluate(pol, &dev)
-		err := d.refresh(&dev, ev)
+		ev := d.cfg.evaluate(pol, dev)
+		err := d.refresh(dev, ev)
 		if err == nil || sysfs.Gone(err) {
-			return &dev, ev, err
+			return dev, ev, err
 		}
 		// Something unexpected: read the disk afresh.
 	}
@@ -134,8 +147,6 @@ func sameOutcome(a, b policy.Evaluation) bool {
 // refresh re-reads into dev the attributes ev sets. Facts stay as last read:
 // they change only with a uevent, which brings a full pass.
 func (d *Daemon) refresh(dev *sysfs.Device, ev policy.Evaluation) error {
-	dev.Tunables = maps.Clone(dev.Tunables)
-	dev.IOSched = maps.Clone(dev.IOSched)
 	root := d.fs.Root()
 	for _, s := range ev.Settings {
 		if s.Attribute != "scheduler" || dev.Scheduler == nil {
@@ -206,18 +217,38 @@ func settle(dev *sysfs.Device, res apply.Result) {
 	}
 }
 
+// trim keeps in dev only the values of the attributes ev sets: a later
+// verify pass re-reads those (and any a new policy sets), so the rest would
+// only cost memory, about a kilobyte a disk.
+func trim(dev *sysfs.Device, ev policy.Evaluation) *sysfs.Device {
+	keepT := make(map[string]string, 2)
+	keepI := map[string]string{}
+	for _, s := range ev.Settings {
+		if param, ok := strings.CutPrefix(s.Attribute, "iosched/"); ok {
+			if v, ok := dev.IOSched[param]; ok {
+				keepI[param] = v
+			}
+		} else if v, ok := dev.Tunables[s.Attribute]; ok {
+			keepT[s.Attribute] = v
+		}
+	}
+	dev.Tunables, dev.IOSched = keepT, keepI
+	return dev
+}
+
 // logOutcomes logs one line per change made, and each failure once.
 func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result) {
 	for _, o := range res.Outcomes {
 		attrs := []any{"device", dev.Name, "attribute", o.Attribute, "from", o.Before, "to", o.To, "rule", o.Rule}
 		switch o.Status {
 		case apply.Written:
-			if rec.settled[o.Attribute] == o.To {
+			drift := rec.settled(o.Attribute, o.To)
+			if drift {
 				d.log.Warn("drift repaired", attrs...)
 			} else {
 				d.log.Info("set", attrs...)
 			}
-			d.noteChange(Change{At: time.Now(), Device: dev.Name, Attribute: o.Attribute, From: o.Before, To: o.To, Rule: o.Rule, Drift: rec.settled[o.Attribute] == o.To})
+			d.noteChange(Change{At: time.Now(), Device: dev.Name, Attribute: o.Attribute, From: o.Before, To: o.To, Rule: o.Rule, Drift: drift})
 		case apply.Mismatch:
 			d.log.Warn("the kernel kept another value", append(attrs, "got", o.Got)...)
 		case apply.Failed:
@@ -232,7 +263,7 @@ func (d *Daemon) record(name string, props map[string]string) *disk {
 	defer d.mu.Unlock()
 	rec := d.disks[name]
 	if rec == nil {
-		rec = &disk{settled: map[string]string{}}
+		rec = &disk{}
 		d.disks[name] = rec
 	}
 	if props != nil {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -23,4 +24,8 @@ reconcile_interval = "0"`))
 		best = min(best, res.took)
 	}
 	t.Logf("rescan of %d disks: best of 5 %s", 1000, best)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("heap in use %d KiB, stacks %d KiB, sys %d KiB, goroutines %d", ms.HeapInuse>>10, ms.StackInuse>>10, ms.Sys>>10, runtime.NumGoroutine())
 }

@@ -119,7 +119,6 @@ func (d *Daemon) noteDisk(name string, rec *disk, dev *sysfs.Device, ev policy.E
 		skipped[s.Attribute] = true
 	}
 	st := DiskState{Class: dev.Class, Rules: ev.Matched, Settings: []Applied{}, Skipped: p.Skipped, Errors: dev.Errors}
-	settled := map[string]string{}
 	for _, s := range ev.Settings {
 		if skipped[s.Attribute] {
 			continue
@@ -127,8 +126,6 @@ func (d *Daemon) noteDisk(name string, rec *disk, dev *sysfs.Device, ev policy.E
 		a := Applied{Attribute: s.Attribute, Value: current(dev, s.Attribute), Rule: s.Rule}
 		if want := target(dev, s); a.Value != want {
 			a.Want = want
-		} else {
-			settled[s.Attribute] = want
 		}
 		st.Settings = append(st.Settings, a)
 	}
@@ -141,7 +138,6 @@ func (d *Daemon) noteDisk(name string, rec *disk, dev *sysfs.Device, ev policy.E
 	if len(failed) > 0 {
 		st.LastError = &Problem{At: time.Now(), Message: strings.Join(failed, "; ")}
 	}
-	rec.settled = settled
 
 	d.mu.Lock()
 	old := rec.state

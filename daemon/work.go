@@ -15,8 +15,14 @@ const (
 	full
 )
 
+// removal forgets a disk without reading it: the kernel sends "remove"
+// before it takes the disk's directory away, so a read then would find a
+// disk half gone, and nothing would come later to forget it.
+const removal passKind = -1
+
 // job is what is owed to one disk: the strongest kind asked for since its
-// last pass started, the newest udev properties, and who waits for it.
+// last pass started (a removal only when it came last), the newest udev
+// properties, and who waits for it.
 type job struct {
 	kind    passKind
 	props   map[string]string
@@ -24,7 +30,12 @@ type job struct {
 }
 
 func (j *job) merge(kind passKind, props map[string]string, wg *sync.WaitGroup) {
-	j.kind = max(j.kind, kind)
+	switch {
+	case kind == removal, j.kind == removal && kind == full:
+		j.kind = kind // the newer of a removal and an event wins
+	case j.kind != removal:
+		j.kind = max(j.kind, kind)
+	}
 	if props != nil {
 		j.props = props
 	}
@@ -73,7 +84,7 @@ func (q *queue) kick(name string, kind passKind, props map[string]string, wg *sy
 	}
 	s := q.slots[name]
 	if s == nil {
-		s = &slot{}
+		s = &slot{next: job{kind: kind}}
 		q.slots[name] = s
 	}
 	s.next.merge(kind, props, wg)
@@ -102,7 +113,7 @@ func (q *queue) work() {
 		q.pending = q.pending[1:]
 		s := q.slots[name]
 		j := s.next
-		s.next, s.queued, s.busy = job{}, false, true
+		s.next, s.queued, s.busy = job{kind: verify}, false, true
 		q.mu.Unlock()
 
 		q.run(name, j)

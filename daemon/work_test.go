@@ -130,3 +130,39 @@ func TestQueueClose(t *testing.T) {
 	q.kick("after", full, nil, &wg)
 	wg.Wait()
 }
+
+// A removal forgets; an event after it (the disk is back) wins over it, a
+// rescan's verify does not.
+func TestQueueRemovalMerging(t *testing.T) {
+	tests := []struct {
+		kicks []passKind
+		want  passKind
+	}{
+		{[]passKind{full, removal}, removal},
+		{[]passKind{removal, full}, full},
+		{[]passKind{removal, verify}, removal},
+		{[]passKind{verify, full, verify}, full},
+		{[]passKind{removal}, removal},
+	}
+	for _, tt := range tests {
+		block := make(chan struct{})
+		var got []passKind
+		q := newQueue(1, func(name string, j job) {
+			if name == "blocker" {
+				<-block
+				return
+			}
+			got = append(got, j.kind)
+		})
+		q.kick("blocker", full, nil, nil)
+		var wg sync.WaitGroup
+		for _, k := range tt.kicks {
+			q.kick("loop20000", k, nil, &wg)
+		}
+		close(block)
+		wg.Wait()
+		if len(got) != 1 || got[0] != tt.want {
+			t.Errorf("kicks %v: passes %v, want one of kind %v", tt.kicks, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/plan"
+)
+
+func runStatus(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := Main(append([]string{"status"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func writeState(t *testing.T, dir string, st *daemon.State) {
+	t.Helper()
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Exit 3 when no daemon runs, as systemctl status does.
+func TestStatusExit3WhenNoDaemonRuns(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runStatus(t, "--runtime-dir", dir)
+	if code != 3 || stdout != "" || !strings.Contains(stderr, "no iosched daemon is running") {
+		t.Errorf("no state file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// The state file of a daemon that died without removing it.
+	writeState(t, dir, &daemon.State{PID: 2147483646})
+	if code, _, stderr := runStatus(t, "--runtime-dir", dir, "--json"); code != 3 || !strings.Contains(stderr, "has exited") {
+		t.Errorf("dead daemon: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestStatusShowsTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
+	st := &daemon.State{
+		PID:     os.Getpid(), // alive: this test
+		Started: at,
+		Updated: at.Add(time.Minute),
+		Policy:  daemon.PolicyState{Sources: []string{"/etc/iosched/policy.toml"}, UeventSource: "kernel", ReconcileInterval: "1m0s"},
+		LastReload: &daemon.Reload{At: at.Add(30 * time.Second), OK: false,
+			Errors: []string{`/etc/iosched/policy.toml:3:1: rule 1 "x": set.readahead_kb: unknown key; did you mean "read_ahead_kb"?`}},
+		LastScan:   &daemon.Scan{At: at.Add(30 * time.Second), Reason: "reconcile", Disks: 3, Writes: 0, Seconds: 0.0042},
+		LastChange: &daemon.Change{At: at.Add(10 * time.Second), Device: "loop20000", Attribute: "scheduler", From: "none", To: "mq-deadline", Rule: "loops", Drift: true},
+		Managed:    2,
+		Disks: map[string]*daemon.DiskState{
+			"loop20000": {Class: "loop", Rules: []string{"loops"}, Settings: []daemon.Applied{
+				{Attribute: "scheduler", Value: "mq-deadline", Rule: "loops"}, {Attribute: "nr_requests", Value: "64", Rule: "loops"}}},
+			"loop20001": {Class: "loop", Rules: []string{"loops"}, Settings: []daemon.Applied{
+				{Attribute: "scheduler", Value: "none", Want: "bfq", Rule: "loops"}},
+				Skipped:   []plan.Skip{{Attribute: "iosched/slice_idle", Reason: "not a parameter of none"}},
+				LastError: &daemon.Problem{At: at.Add(20 * time.Second), Message: "scheduler: write: invalid argument"}},
+			"vda": {Class: "virtio", Rules: []string{}, Settings: []daemon.Applied{}},
+		},
+	}
+	writeState(t, dir, st)
+	code, out, stderr := runStatus(t, "--runtime-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("iosched daemon: running (pid %d) since 2025-03-01 12:00:00", os.Getpid()),
+		"policy: /etc/iosched/policy.toml (uevents: kernel, reconcile: 1m0s, restore on exit: no)",
+		"last reload: 2025-03-01 12:00:30, FAILED: the previous policy is still in force",
+		`  /etc/iosched/policy.toml:3:1: rule 1 "x": set.readahead_kb: unknown key`,
+		"last scan: 2025-03-01 12:00:30 (reconcile): 3 disks, 0 writes, 4.2ms",
+		"last change: 2025-03-01 12:00:10 loop20000 scheduler: none -> mq-deadline (loops) (drift repaired)",
+		"last error: none",
+		"disks: 2 managed, 3 seen",
+		"loop20000  loop   scheduler=mq-deadline nr_requests=64  loops",
+		"loop20001  loop   scheduler=none (want bfq)",
+		"loop20001: iosched/slice_idle not set: not a parameter of none",
+		"loop20001: error at 2025-03-01 12:00:20: scheduler: write: invalid argument",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "vda") {
+		t.Errorf("a disk no rule matches is listed without --all:\n%s", out)
+	}
+	if _, out, _ := runStatus(t, "--runtime-dir", dir, "--all"); !strings.Contains(out, "vda        virtio  -") {
+		t.Errorf("--all does not list vda:\n%s", out)
+	}
+
+	code, out, _ = runStatus(t, "--runtime-dir", dir, "--json")
+	var got daemon.State
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("--json: exit %d, %v:\n%s", code, err, out)
+	}
+	if got.PID != st.PID || got.Disks["loop20001"].Settings[0].Want != "bfq" || got.LastReload.OK {
+		t.Errorf("--json lost data:\n%s", out)
+	}
+}
