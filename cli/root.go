@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -38,6 +39,28 @@ func (e *ExitError) Error() string {
 	return fmt.Sprintf("exit status %d", e.Code)
 }
 
+// Version is the release, set at build time with
+// -ldflags "-X github.com/iosched/iosched/cli.Version=v1.2.3"; otherwise the
+// module version or VCS revision Go recorded, else "devel".
+var Version = ""
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			return v
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "devel-" + s.Value[:12]
+			}
+		}
+	}
+	return "devel"
+}
+
 // NewRoot builds the command tree writing to stdout and stderr.
 func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	e := &env{stdout: stdout, stderr: stderr}
@@ -50,6 +73,7 @@ policy: once (apply), as a dry run (plan), with reasons (explain), or as a
 daemon that follows hot-plug uevents.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
