@@ -102,13 +102,5 @@ func renderExplain(w io.Writer, a assessment) {
 	}
 
 	fmt.Fprintln(w, "\nplan:")
-	for _, c := range a.plan.Changes {
-		fmt.Fprintf(w, "  %s: %s -> %s (rule %q)\n", c.Attribute, showValue(c.From), c.To, c.Rule)
-	}
-	for _, s := range a.plan.Skipped {
-		fmt.Fprintf(w, "  skip %s: %s (rule %q)\n", s.Attribute, s.Reason, s.Rule)
-	}
-	if len(a.plan.Changes) == 0 && len(a.plan.Skipped) == 0 {
-		fmt.Fprintln(w, "  nothing to change")
-	}
+	renderPlanBody(w, a.plan)
 }

@@ -62,17 +62,9 @@ func renderPlans(w io.Writer, plans []plan.Device, warnings []string) {
 			rules = "rules " + quoteAll(p.Rules)
 		}
 		fmt.Fprintf(w, "%s (%s): %s\n", p.Name, p.Class, rules)
-		for _, c := range p.Changes {
-			fmt.Fprintf(w, "  %s: %s -> %s (rule %q)\n", c.Attribute, showValue(c.From), c.To, c.Rule)
-		}
-		for _, s := range p.Skipped {
-			fmt.Fprintf(w, "  skip %s: %s (rule %q)\n", s.Attribute, s.Reason, s.Rule)
-		}
+		renderPlanBody(w, p)
 		for _, msg := range p.Errors {
 			fmt.Fprintf(w, "  error: %s\n", msg)
-		}
-		if len(p.Changes) == 0 && len(p.Skipped) == 0 {
-			fmt.Fprintln(w, "  nothing to change")
 		}
 		if len(p.Changes) > 0 {
 			disks++
@@ -83,4 +75,17 @@ func renderPlans(w io.Writer, plans []plan.Device, warnings []string) {
 		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
 	fmt.Fprintf(w, "plan: %d change(s) on %d of %d disk(s)\n", changes, disks, len(plans))
+}
+
+// renderPlanBody prints a disk's changes and skipped settings, indented.
+func renderPlanBody(w io.Writer, p plan.Device) {
+	for _, c := range p.Changes {
+		fmt.Fprintf(w, "  %s: %s -> %s (rule %q)\n", c.Attribute, showValue(c.From), c.To, c.Rule)
+	}
+	for _, s := range p.Skipped {
+		fmt.Fprintf(w, "  skip %s: %s (rule %q)\n", s.Attribute, s.Reason, s.Rule)
+	}
+	if len(p.Changes) == 0 && len(p.Skipped) == 0 {
+		fmt.Fprintln(w, "  nothing to change")
+	}
 }

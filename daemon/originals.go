@@ -164,8 +164,8 @@ func (o *originals) plans() []plan.Device {
 		}
 		sort.Slice(p.Changes, func(i, j int) bool {
 			a, b := p.Changes[i].Attribute, p.Changes[j].Attribute
-			if plan.Order(a) != plan.Order(b) {
-				return plan.Order(a) < plan.Order(b)
+			if sysfs.WriteRank(a) != sysfs.WriteRank(b) {
+				return sysfs.WriteRank(a) < sysfs.WriteRank(b)
 			}
 			return a < b
 		})

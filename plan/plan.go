@@ -43,31 +43,11 @@ func (d *Device) Empty() bool { return len(d.Changes) == 0 }
 // (block/blk-sysfs.c queue_attr_visible / blk_mq_queue_attr_visible).
 var mqOnly = map[string]bool{"nr_requests": true, "wbt_lat_usec": true, "rq_affinity": true, "io_timeout": true}
 
-// Order ranks attributes in write order: switching the scheduler resets what
-// the old one owned, so scheduler first, then its iosched/* parameters, then
-// nr_requests (the new elevator sets its own depth), then the rest, which
-// no switch touches (KERNEL-NOTES "Order matters on one device").
-func Order(attr string) int {
-	switch {
-	case attr == "scheduler":
-		return 0
-	case strings.HasPrefix(attr, "iosched/"):
-		return 1
-	case attr == "nr_requests":
-		return 2
-	}
-	for i, t := range sysfs.Tunables {
-		if t == attr {
-			return 3 + i
-		}
-	}
-	return 3 + len(sysfs.Tunables)
-}
-
-// Sort puts attributes-bearing items in write order, by name within a rank.
+// sortChanges puts changes in write order (sysfs.WriteRank), by name
+// within a rank.
 func sortChanges(cs []Change) {
 	sort.SliceStable(cs, func(i, j int) bool {
-		oi, oj := Order(cs[i].Attribute), Order(cs[j].Attribute)
+		oi, oj := sysfs.WriteRank(cs[i].Attribute), sysfs.WriteRank(cs[j].Attribute)
 		if oi != oj {
 			return oi < oj
 		}
@@ -156,7 +136,7 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 		}
 	}
 	sortChanges(p.Changes)
-	sort.SliceStable(p.Skipped, func(i, j int) bool { return Order(p.Skipped[i].Attribute) < Order(p.Skipped[j].Attribute) })
+	sort.SliceStable(p.Skipped, func(i, j int) bool { return sysfs.WriteRank(p.Skipped[i].Attribute) < sysfs.WriteRank(p.Skipped[j].Attribute) })
 	return p
 }
 

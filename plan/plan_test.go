@@ -114,12 +114,3 @@ func TestFor(t *testing.T) {
 		})
 	}
 }
-
-func TestOrder(t *testing.T) {
-	attrs := []string{"scheduler", "iosched/fifo_batch", "nr_requests", "read_ahead_kb", "io_timeout"}
-	for i := 1; i < len(attrs); i++ {
-		if Order(attrs[i-1]) >= Order(attrs[i]) {
-			t.Errorf("%s must come before %s", attrs[i-1], attrs[i])
-		}
-	}
-}

@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/iosched/iosched/sysfs"
 )
@@ -220,29 +219,9 @@ func (d *decoder) param(l loc, name string, v any) (int64, bool) {
 	return n, ok
 }
 
-// attrRank orders attributes as they are written (KERNEL-NOTES: switching
-// the scheduler resets its parameters): scheduler, iosched/*, nr_requests,
-// then the rest in sysfs.Tunables order.
-func attrRank(attr string) int {
-	switch {
-	case attr == "scheduler":
-		return 0
-	case strings.HasPrefix(attr, "iosched/"):
-		return 1
-	case attr == "nr_requests":
-		return 2
-	}
-	for i, t := range sysfs.Tunables {
-		if t == attr {
-			return 3 + i
-		}
-	}
-	return 3 + len(sysfs.Tunables)
-}
-
 func sortSettings(s []Setting) {
 	sort.SliceStable(s, func(i, j int) bool {
-		ri, rj := attrRank(s[i].Attribute), attrRank(s[j].Attribute)
+		ri, rj := sysfs.WriteRank(s[i].Attribute), sysfs.WriteRank(s[j].Attribute)
 		if ri != rj {
 			return ri < rj
 		}

@@ -18,6 +18,28 @@ var Tunables = []string{
 	"iostats", "wbt_lat_usec", "max_sectors_kb", "io_timeout",
 }
 
+// WriteRank orders attributes in the order they must be written to one disk:
+// switching the scheduler resets what the old one owned, so scheduler first,
+// then its iosched/* parameters, then nr_requests (the new elevator sets its
+// own depth), then the other tunables in Tunables order (KERNEL-NOTES "Order
+// matters on one device").
+func WriteRank(attr string) int {
+	switch {
+	case attr == "scheduler":
+		return 0
+	case strings.HasPrefix(attr, "iosched/"):
+		return 1
+	case attr == "nr_requests":
+		return 2
+	}
+	for i, t := range Tunables {
+		if t == attr {
+			return 3 + i
+		}
+	}
+	return 3 + len(Tunables)
+}
+
 // IsTunable reports whether name is one of Tunables.
 func IsTunable(name string) bool {
 	for _, t := range Tunables {
