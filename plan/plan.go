@@ -136,7 +136,9 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 		}
 	}
 	sortChanges(p.Changes)
-	sort.SliceStable(p.Skipped, func(i, j int) bool { return sysfs.WriteRank(p.Skipped[i].Attribute) < sysfs.WriteRank(p.Skipped[j].Attribute) })
+	sort.SliceStable(p.Skipped, func(i, j int) bool {
+		return sysfs.WriteRank(p.Skipped[i].Attribute) < sysfs.WriteRank(p.Skipped[j].Attribute)
+	})
 	return p
 }
 
