@@ -127,7 +127,7 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 	t.Cleanup(func() {
 		r.stop(t)
 		if t.Failed() {
-			t.Logf("daemon log:\n%s", tail(r.log.String(), 60))
+			t.Logf("daemon log (debug lines left out):\n%s", tail(r.log.without("level=DEBUG"), 60))
 		}
 	})
 	waitFor(t, 30*time.Second, "the daemon to be ready", func() bool {
@@ -154,6 +154,17 @@ func (r *running) stop(t testing.TB) error {
 		t.Fatal("the daemon did not stop within 30 s")
 		return nil
 	}
+}
+
+// without returns the log without the lines containing s.
+func (l *logBuffer) without(s string) string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		if !strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func tail(s string, n int) string {

@@ -2,13 +2,13 @@ package daemon
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -241,5 +241,64 @@ func sendForged(t *testing.T, msg string) {
 	}
 }
 
-var _ = sync.Mutex{}
-var _ = looptest.Name
+// TestIntegrationUdevSource: with uevent_source = "udev" the daemon listens
+// to udevd's group, and the properties of its events reach match.property.
+// No udevd runs here: the test multicasts, as root, the message udevd would.
+func TestIntegrationUdevSource(t *testing.T) {
+	requireLoops(t)
+	r := start(t, fmt.Sprintf(`
+[daemon]
+uevent_source = "udev"
+reconcile_interval = "0"
+
+[[rule]]
+name = "tagged test loops"
+[rule.match]
+name = [%q]
+property = { ID_IOSCHED_TEST = "yes" }
+[rule.set]
+scheduler = "mq-deadline"
+nr_requests = 64
+`, loopGlob))
+	tagged, plain := loops(t, 22400, 2)[0], looptest.Name(22401)
+	// The kernel's own add events do not reach a udev-mode daemon.
+	time.Sleep(200 * time.Millisecond)
+	if left := notConverged(t, []string{tagged, plain}); len(left) != 2 {
+		t.Fatalf("a udev-mode daemon acted on kernel events: %v still off policy of 2", left)
+	}
+	sendUdev(t, tagged, "ID_IOSCHED_TEST=yes")
+	sendUdev(t, plain, "ID_IOSCHED_TEST=no")
+	waitConverged(t, []string{tagged}, 5*time.Second)
+	waitFor(t, 5*time.Second, "the daemon to see the second event", func() bool {
+		st, err := ReadState(r.runtimeDir)
+		return err == nil && st.Disks[plain] != nil
+	})
+	if left := notConverged(t, []string{plain}); len(left) != 1 {
+		t.Errorf("%s matched a property it does not have", plain)
+	}
+}
+
+// sendUdev multicasts an "add" of name to udevd's group in libudev's format
+// (libudev-monitor.c udev_monitor_netlink_header), with extra properties.
+func sendUdev(t *testing.T, name string, props ...string) {
+	t.Helper()
+	devpath := "/devices/virtual/block/" + name
+	body := strings.Join(append([]string{"ACTION=add", "DEVPATH=" + devpath, "SUBSYSTEM=block", "DEVTYPE=disk", "DEVNAME=/dev/" + name, "SEQNUM=1"}, props...), "\x00") + "\x00"
+	h := make([]byte, 40)
+	copy(h, "libudev\x00")
+	binary.BigEndian.PutUint32(h[8:], 0xfeedcafe)
+	binary.NativeEndian.PutUint32(h[12:], 40)                // header size
+	binary.NativeEndian.PutUint32(h[16:], 40)                // properties offset
+	binary.NativeEndian.PutUint32(h[20:], uint32(len(body))) // properties length
+	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_KOBJECT_UEVENT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Sendto(fd, append(h, body...), 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK, Groups: 2}); err != nil {
+		t.Fatalf("sending to the udev group: %v", err)
+	}
+}
