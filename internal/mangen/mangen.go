@@ -1,0 +1,54 @@
+package main
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cpuguy83/go-md2man/v2/md2man"
+	"github.com/spf13/cobra"
+	"github.com/spf13/cobra/doc"
+)
+
+// policyPage is the source of iosched-policy(5), without its title line:
+// Generate adds it, with the same version and date as the command pages.
+//
+//go:embed iosched-policy.5.md
+var policyPage []byte
+
+// Generate writes a page for root and each of its available commands into
+// dir/man1 (iosched.1, iosched-list.1, ...) and iosched-policy(5) into
+// dir/man5. root is changed: the pages name their version and date instead
+// of cobra's "Auto generated" line, and the root page points to the policy
+// page.
+func Generate(root *cobra.Command, dir string, date time.Time) error {
+	man1, man5 := filepath.Join(dir, "man1"), filepath.Join(dir, "man5")
+	for _, d := range []string{man1, man5} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	source := "iosched " + root.Version
+	// Inherited by every command: the history line would only repeat the
+	// header's date.
+	root.DisableAutoGenTag = true
+	// cobra's SEE ALSO lists only parent and subcommands.
+	root.Long += "\n\nThe policy language, the files it is read from and their order are described in **iosched-policy**(5)."
+	header := &doc.GenManHeader{Section: "1", Date: &date, Source: source, Manual: "iosched Manual"}
+	if err := doc.GenManTree(root, header, man1); err != nil {
+		return fmt.Errorf("section 1 pages: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(man5, "iosched-policy.5"), renderPolicyPage(date, source), 0o644); err != nil {
+		return fmt.Errorf("iosched-policy(5): %w", err)
+	}
+	return nil
+}
+
+// renderPolicyPage converts the markdown source to roff, with a title block
+// in the form cobra writes for the command pages.
+func renderPolicyPage(date time.Time, source string) []byte {
+	title := fmt.Sprintf("%% \"IOSCHED-POLICY\" \"5\" %q %q \"iosched Manual\"\n", date.Format("Jan 2006"), source)
+	return md2man.Render(append([]byte(title), policyPage...))
+}
