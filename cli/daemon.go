@@ -81,6 +81,6 @@ lose them.`,
 	f.StringVar(&runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "where state.json is kept")
 	f.StringVar(&stateDir, "state-dir", daemon.DefaultStateDir, "where what must survive a restart is kept (original values for restore_on_exit)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.IntVar(&parallel, "parallel", 512, "how many disks are handled at once")
+	f.IntVar(&parallel, "parallel", daemon.DefaultParallel, "how many disks are handled at once")
 	return cmd
 }

@@ -72,11 +72,14 @@ func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error
 	return o, nil
 }
 
-// remember records the From of each change not yet remembered, and returns
-// once they are on disk. Concurrent callers share one write (the file is
-// rewritten whole, and 1000 disks appearing at once must not mean 1000
-// rewrites one after another).
-func (o *originals) remember(name string, changes []plan.Change) error {
+// remember records, for each change not yet remembered, the value dev shows
+// before it (a setting a scheduler switch resets included: putting the
+// scheduler back would give it the kernel's default, not what it was), and
+// returns once they are on disk. Concurrent callers share one write (the
+// file is rewritten whole, and 1000 disks appearing at once must not mean
+// 1000 rewrites one after another).
+func (o *originals) remember(dev *sysfs.Device, changes []plan.Change) error {
+	name := dev.Name
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	do := o.disks[name]
@@ -90,11 +93,13 @@ func (o *originals) remember(name string, changes []plan.Change) error {
 		o.gen++
 	}
 	for _, c := range changes {
-		// An iosched/* parameter of a scheduler not yet active has no
-		// original: switching the scheduler back restores its defaults.
-		if _, ok := do.Values[c.Attribute]; !ok && c.From != "" {
-			do.Values[c.Attribute] = c.From
-			o.gen++
+		// A parameter of a scheduler the disk does not run yet has no
+		// original: switching the scheduler back restores the old one's.
+		if _, ok := do.Values[c.Attribute]; !ok {
+			if v := current(dev, c.Attribute); v != "" {
+				do.Values[c.Attribute] = v
+				o.gen++
+			}
 		}
 	}
 	want := o.gen

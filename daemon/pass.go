@@ -67,7 +67,7 @@ func (d *Daemon) pass(name string, j job) {
 	res := apply.Result{Device: name}
 	if !p.Empty() {
 		if pol.Daemon.RestoreOnExit {
-			if err := d.orig.remember(name, p.Changes); err != nil {
+			if err := d.orig.remember(dev, p.Changes); err != nil {
 				d.log.Error("remembering original values; restore_on_exit may not restore them", "device", name, "error", err)
 			}
 		}

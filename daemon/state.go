@@ -129,7 +129,7 @@ func (d *Daemon) noteDisk(name string, rec *disk, dev *sysfs.Device, ev policy.E
 		}
 		st.Settings = append(st.Settings, a)
 	}
-	var failed []string
+	failed := slices.Clone(p.Errors)
 	for _, o := range res.Outcomes {
 		if o.Status == apply.Failed || o.Status == apply.Mismatch {
 			failed = append(failed, fmt.Sprintf("%s: %v", o.Attribute, o.Err))
@@ -150,6 +150,11 @@ func (d *Daemon) noteDisk(name string, rec *disk, dev *sysfs.Device, ev policy.E
 	if !reflect.DeepEqual(old.Skipped, st.Skipped) {
 		for _, s := range st.Skipped {
 			d.log.Info("setting not made", "device", name, "attribute", s.Attribute, "reason", s.Reason, "rule", s.Rule)
+		}
+	}
+	if len(p.Errors) > 0 && (old.LastError == nil || old.LastError.Message != st.LastError.Message) {
+		for _, e := range p.Errors {
+			d.log.Error("setting not planned", "device", name, "error", e)
 		}
 	}
 	if !slices.Equal(old.Errors, st.Errors) {

@@ -61,11 +61,15 @@ type slot struct {
 type queue struct {
 	limit int
 	run   func(name string, j job)
+	// idle, when set, is called (without the lock) when the last worker
+	// ends, with the most workers that ran at once since the last call.
+	idle func(peak int)
 
 	mu       sync.Mutex
 	slots    map[string]*slot
 	pending  []string
 	workers  int
+	peak     int
 	closed   bool
 	inFlight sync.WaitGroup
 }
@@ -96,6 +100,7 @@ func (q *queue) kick(name string, kind passKind, props map[string]string, wg *sy
 		q.pending = append(q.pending, name)
 		if q.workers < q.limit {
 			q.workers++
+			q.peak = max(q.peak, q.workers)
 			q.inFlight.Add(1)
 			go q.work()
 		}
@@ -134,7 +139,14 @@ func (q *queue) work() {
 		q.pending = nil // let a burst's backing array go
 	}
 	q.workers--
+	peak := 0
+	if q.workers == 0 {
+		peak, q.peak = q.peak, 0
+	}
 	q.mu.Unlock()
+	if peak > 0 && q.idle != nil {
+		q.idle(peak)
+	}
 }
 
 // close stops starting passes, releases whoever waits for the ones that will

@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"bytes"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+)
+
+// A burst of disks blocks one OS thread per disk in flight, each waiting
+// ~25 ms in the kernel for a scheduler switch, and Go keeps every thread it
+// ever made: after 1000 disks appeared at once, ~100-250 idle threads and
+// their stacks (~50 KiB each) would stay resident for good. Once the burst
+// is over, end the extra threads and give their memory back.
+
+// keepThreads is what an idle daemon needs: GOMAXPROCS running threads,
+// sysmon, the uevent reader blocked in recvmsg, and a spare or two.
+func keepThreads() int { return runtime.GOMAXPROCS(0) + 4 }
+
+// releaseThreads ends idle OS threads beyond keepThreads. A goroutine that
+// exits while locked to its thread takes the thread with it
+// (runtime.LockOSThread), and its P goes to the next idle thread, which the
+// next such goroutine ends.
+func releaseThreads() {
+	extra := threadCount() - keepThreads()
+	if extra <= 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for range extra {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread() // never unlocked: the thread ends with us
+		}()
+	}
+	wg.Wait()
+	debug.FreeOSMemory()
+}
+
+// threadCount is the process's thread count, from /proc/self/status.
+func threadCount() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	_, rest, ok := bytes.Cut(b, []byte("\nThreads:"))
+	if !ok {
+		return 0
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	n, _ := strconv.Atoi(string(bytes.TrimSpace(line)))
+	return n
+}

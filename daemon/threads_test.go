@@ -1,0 +1,37 @@
+package daemon
+
+import (
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// After a burst of blocking system calls, releaseThreads ends the threads
+// the runtime made for it.
+func TestReleaseThreads(t *testing.T) {
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts := syscall.NsecToTimespec(50e6)
+			syscall.Nanosleep(&ts, nil) // blocks its thread, as a scheduler switch does
+		}()
+	}
+	wg.Wait()
+	time.Sleep(100 * time.Millisecond) // the daemon waits a second
+	before := threadCount()
+	if before < 32 {
+		t.Skipf("the runtime made only %d threads for 64 blocked calls", before)
+	}
+	releaseThreads()
+	want := keepThreads() + 4
+	deadline := time.Now().Add(time.Second) // exiting threads take a moment to go
+	for threadCount() > want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after := threadCount(); after > want {
+		t.Errorf("%d threads after the burst, %d after releasing, want at most %d", before, after, want)
+	}
+}
