@@ -301,6 +301,7 @@ func (d *Daemon) knownNames() map[string]bool {
 // scanResult is one pass over every disk.
 type scanResult struct {
 	reason string
+	reload bool // the first scan under a reloaded policy
 	disks  int
 	writes int64
 	took   time.Duration
