@@ -36,7 +36,7 @@ func writeState(t *testing.T, dir string, st *daemon.State) {
 func TestStatusExit3WhenNoDaemonRuns(t *testing.T) {
 	dir := t.TempDir()
 	code, stdout, stderr := runStatus(t, "--runtime-dir", dir)
-	if code != 3 || stdout != "" || !strings.Contains(stderr, "no iosched daemon is running") {
+	if code != 3 || stdout != "" || !strings.Contains(stderr, "no daemon is running") {
 		t.Errorf("no state file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	// The state file of a daemon that died without removing it.

@@ -346,7 +346,7 @@ func writeAtomic(path string, b []byte) error {
 }
 
 // ErrNotRunning: no daemon is running for that runtime directory.
-var ErrNotRunning = errors.New("no iosched daemon is running")
+var ErrNotRunning = errors.New("no daemon is running")
 
 // ReadState reads the state file a running daemon keeps in runtimeDir. It
 // returns ErrNotRunning (wrapped) when there is none or its process is gone.
