@@ -40,6 +40,9 @@ type Config struct {
 	DevDir string
 	// UeventSource, "kernel" or "udev", overrides the policy's.
 	UeventSource string
+	// UdevDataDir is udevd's database (default /run/udev/data): in udev
+	// mode, the properties of disks no event has told about yet.
+	UdevDataDir string
 	// RuntimeDir holds state.json; StateDir what must outlive the
 	// process (the original values restore_on_exit puts back).
 	RuntimeDir string
@@ -77,6 +80,7 @@ type Daemon struct {
 	writes  atomic.Int64
 	orig    *originals
 	started time.Time
+	udev    bool // listening to udevd: properties matter
 	// passCtx is cancelled when a stop gives up waiting for passes.
 	passCtx    context.Context
 	stopPasses context.CancelFunc
@@ -109,6 +113,9 @@ func New(cfg Config) (*Daemon, error) {
 	case "", "kernel", "udev":
 	default:
 		return nil, fmt.Errorf("uevent source %q: must be kernel or udev", cfg.UeventSource)
+	}
+	if cfg.UdevDataDir == "" {
+		cfg.UdevDataDir = "/run/udev/data"
 	}
 	if cfg.RuntimeDir == "" {
 		cfg.RuntimeDir = DefaultRuntimeDir
@@ -234,6 +241,7 @@ func (d *Daemon) start(ctx context.Context) (<-chan event, <-chan os.Signal, fun
 	// Listen before scanning, so a disk appearing during the scan is
 	// either seen by it or heard of afterwards.
 	udev := d.ueventSource(pol) == "udev"
+	d.udev = udev
 	c, err := d.cfg.dial(udev)
 	if err != nil {
 		return nil, nil, nil, err

@@ -332,3 +332,33 @@ func TestReadStateWhenNoDaemonRuns(t *testing.T) {
 		t.Errorf("live daemon: %v", err)
 	}
 }
+
+// In udev mode, disks no event has told about yet (the first scan) get their
+// properties from udevd's database.
+func TestDaemonUdevPropertiesFromTheDatabase(t *testing.T) {
+	fs := fakeTree(t, "loop20000", "loop20001")
+	db := t.TempDir()
+	writeFile(t, filepath.Join(db, "b7:0"), "S:disk/by-id/x\nE:ID_IOSCHED_TEST=yes\nE:ID_BUS=ata\nG:systemd\n")
+	writeFile(t, filepath.Join(db, "b7:1"), "E:ID_IOSCHED_TEST=no\n")
+	r := start(t, fmt.Sprintf(`
+[daemon]
+uevent_source = "udev"
+[[rule]]
+name = "tagged"
+[rule.match]
+name = [%q]
+property = { ID_IOSCHED_TEST = "yes" }
+[rule.set]
+scheduler = "mq-deadline"
+`, loopGlob), func(cfg *Config) {
+		cfg.FS = fs
+		cfg.UdevDataDir = db
+		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+	})
+	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
+		t.Errorf("loop20000, tagged in udev's database: scheduler %s", got)
+	}
+	if got := r.attr(t, "loop20001", "scheduler"); got != "none" {
+		t.Errorf("loop20001, not tagged: scheduler %s", got)
+	}
+}

@@ -102,6 +102,11 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, kind passKi
 	if err != nil {
 		return nil, policy.Evaluation{}, err
 	}
+	if rec.props == nil && d.udev {
+		// No event brought them (the first scan, a rescan): udevd's
+		// database has what its last event said.
+		rec.props = udevProperties(d.cfg.UdevDataDir, dev.MajorMinor)
+	}
 	dev.Properties = rec.props
 	if prev := rec.snap; prev != nil && prev.NoWait != nil && prev.MajorMinor == dev.MajorMinor {
 		dev.NoWait = prev.NoWait // a driver property: probed once per disk

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -224,4 +227,26 @@ func (l *listener) send(ctx context.Context, ev event) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// udevProperties reads the properties udevd recorded for a block device
+// (its database, /run/udev/data/b<major>:<minor>, "E:KEY=VALUE" lines), nil
+// when it has none.
+func udevProperties(dir, majorMinor string) map[string]string {
+	if majorMinor == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "b"+majorMinor))
+	if err != nil {
+		return nil
+	}
+	props := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if kv, ok := strings.CutPrefix(line, "E:"); ok {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				props[k] = v
+			}
+		}
+	}
+	return props
 }
