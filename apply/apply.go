@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,7 +88,8 @@ type Applier struct {
 	// overlaps nearly all the waiting (KERNEL-NOTES: 64 at once 0.52 s,
 	// 1000 at once 0.19 s for 1000 switches).
 	Parallel int
-	// DryRun re-reads each value but writes nothing.
+	// DryRun writes nothing: each change is reported as Planned, after
+	// reading again the values the plan could not know.
 	DryRun bool
 }
 
@@ -133,11 +135,13 @@ func (a *Applier) All(ctx context.Context, plans []plan.Device) []Result {
 }
 
 // Device applies one disk's plan, its changes in order. A scheduler that
-// could not be switched leaves its iosched/* parameters unwritten (they
-// would land on the wrong scheduler); a disk that went away stops the rest.
+// could not be switched (or was not kept) leaves its iosched/* parameters
+// unwritten: they would land on the wrong scheduler. A disk that went away
+// stops the rest.
 func (a *Applier) Device(ctx context.Context, p plan.Device) Result {
 	r := Result{Device: p.Name, Outcomes: make([]Outcome, 0, len(p.Changes))}
-	schedulerFailed, switched := false, false
+	schedulerFailed := false
+	var written []string
 	for _, c := range p.Changes {
 		o := Outcome{Change: c}
 		switch {
@@ -149,14 +153,17 @@ func (a *Applier) Device(ctx context.Context, p plan.Device) Result {
 			o.Status, o.Err = Failed, ctx.Err()
 		default:
 			// The plan's From was read from a snapshot taken just before;
-			// once this pass has switched the scheduler, everything after
-			// it (iosched/*, nr_requests, wbt_lat_usec) may have been reset
-			// by the switch, so it is read again.
-			a.change(ctx, p.Name, &o, &r, switched || c.From == "")
+			// a value an earlier write of this pass may have reset
+			// (sysfs.Resets), or one the plan could not know, is read
+			// again.
+			reread := c.From == "" || slices.ContainsFunc(written, func(w string) bool { return sysfs.Resets(w, c.Attribute) })
+			a.change(ctx, p.Name, &o, &r, reread)
+		}
+		if o.Status == Written || o.Status == Mismatch {
+			written = append(written, c.Attribute)
 		}
 		if c.Attribute == "scheduler" {
-			schedulerFailed = o.Status == Failed
-			switched = o.Status == Written || o.Status == Mismatch
+			schedulerFailed = o.Status == Failed || o.Status == Mismatch
 		}
 		r.Outcomes = append(r.Outcomes, o)
 	}
@@ -168,6 +175,12 @@ func (a *Applier) Device(ctx context.Context, p plan.Device) Result {
 // retries, read back.
 func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result, reread bool) {
 	before := o.From
+	if a.DryRun && o.After != "" {
+		// The write it waits for is not made in a dry run: what the
+		// kernel would then show is unknown.
+		o.Status = Planned
+		return
+	}
 	if reread {
 		var err error
 		if before, err = a.FS.ReadQueueAttr(name, o.Attribute); err != nil {
@@ -195,7 +208,11 @@ func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result
 		}
 		select {
 		case <-ctx.Done():
+			err = fmt.Errorf("%w (while retrying after EBUSY)", ctx.Err())
 		case <-time.After(wait):
+		}
+		if ctx.Err() != nil {
+			break
 		}
 		wait *= 2
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/sysfs"
@@ -90,12 +91,12 @@ func TestDeviceWritesInOrderAndReadsBack(t *testing.T) {
 	a := &Applier{FS: rec}
 	p := plan.Device{Name: "vda", Changes: []plan.Change{
 		{Attribute: "scheduler", From: "mq-deadline", To: "kyber", Rule: "r"},
-		{Attribute: "iosched/fifo_batch", To: "8", Rule: "r"},
-		{Attribute: "nr_requests", From: "256", To: "64", Rule: "r"},
+		{Attribute: "nr_requests", To: "64", Rule: "r", After: "scheduler"},
+		{Attribute: "iosched/fifo_batch", To: "8", Rule: "r", After: "nr_requests"},
 		{Attribute: "read_ahead_kb", From: "128", To: "128", Rule: "r"}, // in place: no write
 	}}
 	r := a.Device(context.Background(), p)
-	want := []string{"vda scheduler=kyber", "vda iosched/fifo_batch=8", "vda nr_requests=64"}
+	want := []string{"vda scheduler=kyber", "vda nr_requests=64", "vda iosched/fifo_batch=8"}
 	if got := rec.writes(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("writes = %q, want %q", got, want)
 	}
@@ -123,6 +124,35 @@ func TestDeviceWritesInOrderAndReadsBack(t *testing.T) {
 	}
 	if got, _ := fs.ReadQueueAttr("vda", "scheduler"); got != "kyber" {
 		t.Errorf("scheduler now %q", got)
+	}
+}
+
+// resettingTarget models the kernel: a scheduler switch sets nr_requests
+// anew (blk_mq_init_sched).
+type resettingTarget struct{ *recorder }
+
+func (r *resettingTarget) WriteQueueAttr(name, attr, value string) error {
+	err := r.recorder.WriteQueueAttr(name, attr, value)
+	if err == nil && attr == "scheduler" {
+		err = r.recorder.Target.WriteQueueAttr(name, "nr_requests", "256")
+	}
+	return err
+}
+
+func TestValueResetBySwitchIsWrittenAgain(t *testing.T) {
+	fs := fakeTree(t, map[string]map[string]string{"loop1": {"scheduler": "[none] mq-deadline", "nr_requests": "128"}})
+	rec := &recorder{Target: fs}
+	// The snapshot showed nr_requests=128 as wanted: the plan still lists it
+	// after the switch, for apply to read again.
+	r := (&Applier{FS: &resettingTarget{rec}}).Device(context.Background(), plan.Device{Name: "loop1", Changes: []plan.Change{
+		{Attribute: "scheduler", From: "none", To: "mq-deadline"},
+		{Attribute: "nr_requests", To: "128", After: "scheduler"},
+	}})
+	if r.Failed() || r.Outcomes[1].Status != Written || r.Outcomes[1].Before != "256" {
+		t.Fatalf("outcomes %+v: nr_requests reset by the switch must be read again and written", r.Outcomes)
+	}
+	if got, _ := fs.ReadQueueAttr("loop1", "nr_requests"); got != "128" {
+		t.Errorf("nr_requests = %s, want 128", got)
 	}
 }
 
@@ -224,10 +254,40 @@ func TestGoneDiskReportedOthersDone(t *testing.T) {
 func TestDryRunWritesNothing(t *testing.T) {
 	fs := fakeTree(t, map[string]map[string]string{"vda": {"scheduler": "none [mq-deadline]"}})
 	rec := &recorder{Target: fs}
-	r := (&Applier{FS: rec, DryRun: true}).Device(context.Background(), plan.Device{Name: "vda", Changes: []plan.Change{{Attribute: "scheduler", To: "none"}}})
+	r := (&Applier{FS: rec, DryRun: true}).Device(context.Background(), plan.Device{Name: "vda", Changes: []plan.Change{
+		{Attribute: "scheduler", To: "bfq"},
+		{Attribute: "iosched/slice_idle", To: "0", After: "scheduler"}, // bfq's: absent until the switch
+	}})
 	if len(rec.writes()) != 0 || r.Outcomes[0].Status != Planned || r.Outcomes[0].Before != "mq-deadline" {
 		t.Fatalf("dry run: writes %q outcome %+v", rec.writes(), r.Outcomes[0])
 	}
+	if r.Outcomes[1].Status != Planned || r.Failed() {
+		t.Fatalf("dry run: a value after an unmade switch must be planned, not read: %+v", r.Outcomes[1])
+	}
+}
+
+func TestSchedulerNotKeptSkipsItsParameters(t *testing.T) {
+	fs := fakeTree(t, map[string]map[string]string{"sda": {"scheduler": "[mq-deadline] bfq"}})
+	rec := &recorder{Target: fs}
+	keeps := &keepingTarget{recorder: rec}
+	r := (&Applier{FS: keeps}).Device(context.Background(), plan.Device{Name: "sda", Changes: []plan.Change{
+		{Attribute: "scheduler", From: "mq-deadline", To: "bfq"},
+		{Attribute: "iosched/slice_idle", To: "0", After: "scheduler"},
+	}})
+	if r.Outcomes[0].Status != Mismatch || r.Outcomes[1].Status != Failed || len(rec.writes()) != 1 {
+		t.Fatalf("outcomes %+v writes %q", r.Outcomes, rec.writes())
+	}
+}
+
+// keepingTarget models a kernel that accepts a scheduler write but keeps
+// the old scheduler.
+type keepingTarget struct{ *recorder }
+
+func (k *keepingTarget) WriteQueueAttr(name, attr, value string) error {
+	if attr == "scheduler" {
+		return k.recorder.WriteQueueAttr(name, attr, "mq-deadline")
+	}
+	return k.recorder.WriteQueueAttr(name, attr, value)
 }
 
 func TestAllRunsDisksConcurrently(t *testing.T) {
@@ -249,7 +309,14 @@ func TestAllRunsDisksConcurrently(t *testing.T) {
 		arrived.Wait()
 		return nil
 	}}
-	rs := (&Applier{FS: rec, Parallel: n}).All(context.Background(), plans)
+	done := make(chan []Result)
+	go func() { done <- (&Applier{FS: rec, Parallel: n}).All(context.Background(), plans) }()
+	var rs []Result
+	select {
+	case rs = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("writes to different disks did not run at once")
+	}
 	for _, r := range rs {
 		if r.Failed() {
 			t.Fatalf("%+v", r)

@@ -39,7 +39,7 @@ func BenchmarkIntegrationSchedulerSwitch1000(b *testing.B) {
 			}
 		}
 	})
-	fs := realFS(&testing.T{})
+	fs := realFS(b)
 	// next is the scheduler the disks are not running now.
 	next := func() string {
 		if cur, _ := fs.ReadQueueAttr(names[0], "scheduler"); cur == "none" {

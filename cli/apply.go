@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/plan"
+	"github.com/iosched/iosched/sysfs"
 )
 
 func newApplyCmd(e *env) *cobra.Command {
@@ -17,10 +19,12 @@ func newApplyCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply [DEVICE...]",
 		Short: "Make each disk's settings what the policy says, and print what was done",
-		Long: `apply does what plan shows. Each value is re-read just before it is written
-and a value already in place is not written again (the kernel freezes the queue
-even for a same-value scheduler write). Disks are done concurrently, one disk's
-writes in order: scheduler, its iosched/* parameters, nr_requests, the rest.
+		Long: `apply does what plan shows. The disks are read, planned and written at once:
+a value already in place is not written (the kernel freezes the queue even for a
+same-value scheduler write), and a value an earlier write may have reset (a
+scheduler switch resets nr_requests and the scheduler's parameters) is read
+again before it is written. Disks are done concurrently, one disk's writes in
+order: scheduler, nr_requests, the scheduler's iosched/* parameters, the rest.
 Each write is read back. EBUSY is retried; a disk that goes away is reported
 and the others are still done.
 
@@ -35,21 +39,22 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 				return err
 			}
 			plans := make([]plan.Device, len(as))
+			failed := false
 			for i, a := range as {
 				plans[i] = a.plan
+				failed = failed || len(a.plan.Errors) > 0
 			}
 			a := &apply.Applier{FS: fs, DryRun: dryRun}
 			start := time.Now()
 			results := a.All(context.Background(), plans)
 			took := time.Since(start)
-			failed := false
 			for i := range results {
 				failed = failed || results[i].Failed()
 			}
 			if asJSON {
 				err = writeJSON(e.stdout, applyJSON(results))
 			} else {
-				renderApply(e.stdout, results, took, dryRun)
+				renderApply(e.stdout, plans, results, took, dryRun)
 			}
 			if err != nil {
 				return err
@@ -60,7 +65,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "re-read every value but write nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: show what would be written")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -95,29 +100,55 @@ func applyJSON(results []apply.Result) any {
 	}{out}
 }
 
-func renderApply(w io.Writer, results []apply.Result, took time.Duration, dryRun bool) {
+func renderApply(w io.Writer, plans []plan.Device, results []apply.Result, took time.Duration, dryRun bool) {
 	count := map[apply.Status]int{}
-	for _, r := range results {
+	for i, r := range results {
 		for _, o := range r.Outcomes {
 			count[o.Status]++
 			switch o.Status {
 			case apply.Written:
 				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q)\n", r.Device, o.Attribute, o.Before, o.To, o.Rule)
 			case apply.Planned:
-				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): not written (dry run)\n", r.Device, o.Attribute, o.Before, o.To, o.Rule)
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): not written (dry run)\n", r.Device, o.Attribute, orFrom(o), o.To, o.Rule)
 			case apply.Mismatch, apply.Failed:
-				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): %s: %v\n", r.Device, o.Attribute, showValue(o.Before), o.To, o.Rule, o.Status, o.Err)
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): %s: %s\n", r.Device, o.Attribute, orFrom(o), o.To, o.Rule, o.Status, outcomeError(o.Err))
 			}
 		}
 		if r.Gone {
 			fmt.Fprintf(w, "%s: the disk went away during apply\n", r.Device)
+		}
+		for _, s := range plans[i].Skipped {
+			fmt.Fprintf(w, "%s: skip %s: %s; rule %q\n", r.Device, s.Attribute, s.Reason, s.Rule)
+		}
+		for _, msg := range plans[i].Errors {
+			count[apply.Failed]++
+			fmt.Fprintf(w, "%s: error: %s\n", r.Device, msg)
 		}
 	}
 	verb := "apply"
 	if dryRun {
 		verb = "apply --dry-run"
 	}
-	fmt.Fprintf(w, "%s: %d written, %d already in place, %d failed, %d not kept, %d planned, on %d disk(s) in %s\n",
-		verb, count[apply.Written], count[apply.Unchanged], count[apply.Failed], count[apply.Mismatch], count[apply.Planned],
+	fmt.Fprintf(w, "%s: %d written, %d failed, %d not kept by the kernel, %d planned, %d found in place when read again, on %d disk(s) in %s\n",
+		verb, count[apply.Written], count[apply.Failed], count[apply.Mismatch], count[apply.Planned], count[apply.Unchanged],
 		len(results), took.Round(time.Millisecond))
+}
+
+// orFrom is the value an outcome started from: as read just before, else as
+// planned.
+func orFrom(o apply.Outcome) string {
+	if o.Before != "" {
+		return o.Before
+	}
+	return showFrom(o.Change)
+}
+
+// outcomeError words a failure without repeating the disk's name, which
+// starts the line already.
+func outcomeError(err error) string {
+	var ae *sysfs.AttrError
+	if errors.As(err, &ae) {
+		return fmt.Sprintf("%s %s: %v", ae.Op, ae.Attr, ae.Err)
+	}
+	return err.Error()
 }

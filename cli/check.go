@@ -83,21 +83,13 @@ rules that match no disk present there.`,
 // checkAgainstDisks evaluates the policy on the disks of the sysfs tree, when
 // it can be read, and words the rules that matched none of them.
 func (e *env) checkAgainstDisks(p *policy.Policy) []string {
-	devs, err := e.readDevices(nil, true)
+	devs, skipped, err := e.readDevices(nil, true)
 	if err != nil {
 		return []string{fmt.Sprintf("could not read the disks under %s to check the rules against: %v", e.sysfsRoot, err)}
 	}
-	hits := map[string]bool{}
-	for _, d := range devs {
-		for _, r := range p.Evaluate(d).Matched {
-			hits[r] = true
-		}
+	as := make([]assessment, len(devs))
+	for i, d := range devs {
+		as[i] = assessment{dev: d, eval: p.Evaluate(d)}
 	}
-	var unmatched []string
-	for _, r := range p.Rules {
-		if !hits[r.Name] {
-			unmatched = append(unmatched, r.Name)
-		}
-	}
-	return unmatchedWarnings(unmatched, "disk present")
+	return append(skipped, unmatchedRules(p, as)...)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/iosched/iosched/plan"
@@ -36,30 +37,44 @@ type assessment struct {
 }
 
 // assess reads the disks (all, or the named ones), evaluates the policy on
-// each and plans it. unmatched lists the rules that matched none of them.
-func (e *env) assess(names []string) (p *policy.Policy, as []assessment, unmatched []string, err error) {
+// each and plans it. warnings hold the disks that could not be read and, for
+// a policy an admin wrote, applied to every disk, the rules that matched
+// none (the embedded default covers hardware most machines lack, by design).
+func (e *env) assess(names []string) (p *policy.Policy, as []assessment, warnings []string, err error) {
 	p, err = e.loadPolicy()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	devs, err := e.readDevices(names, true)
+	devs, warnings, err := e.readDevices(names, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	hits := map[string]bool{}
 	for _, d := range devs {
 		ev := p.Evaluate(d)
-		for _, r := range ev.Matched {
-			hits[r] = true
-		}
 		as = append(as, assessment{dev: d, eval: ev, plan: plan.For(d, ev)})
 	}
-	for _, r := range p.Rules {
-		if !hits[r.Name] {
-			unmatched = append(unmatched, r.Name)
+	// Named disks: the rules for the others are not expected to match.
+	if len(names) == 0 && !slices.Equal(p.Sources, []string{policy.EmbeddedName}) {
+		warnings = append(warnings, unmatchedRules(p, as)...)
+	}
+	return p, as, warnings, nil
+}
+
+// unmatchedRules words the rules of p that matched none of the disks.
+func unmatchedRules(p *policy.Policy, as []assessment) []string {
+	hits := map[string]bool{}
+	for _, a := range as {
+		for _, r := range a.eval.Matched {
+			hits[r] = true
 		}
 	}
-	return p, as, unmatched, nil
+	var w []string
+	for _, r := range p.Rules {
+		if !hits[r.Name] {
+			w = append(w, fmt.Sprintf("rule %q matches no disk present", r.Name))
+		}
+	}
+	return w
 }
 
 func quoteAll(names []string) string {
@@ -70,25 +85,10 @@ func quoteAll(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// unmatchedWarnings words the rules that matched no disk.
-func unmatchedWarnings(unmatched []string, scope string) []string {
-	w := make([]string, 0, len(unmatched))
-	for _, r := range unmatched {
-		w = append(w, fmt.Sprintf("rule %q matches no %s", r, scope))
+// showFrom is a change's current value, or what it waits for.
+func showFrom(c plan.Change) string {
+	if c.After != "" {
+		return "(after " + c.After + ")"
 	}
-	return w
-}
-
-func scope(names []string) string {
-	if len(names) == 0 {
-		return "disk present"
-	}
-	return "of the disks named"
-}
-
-func showValue(v string) string {
-	if v == "" {
-		return "(set by the new scheduler)"
-	}
-	return v
+	return c.From
 }

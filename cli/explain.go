@@ -56,10 +56,13 @@ func renderExplain(w io.Writer, a assessment) {
 	fact("rotational", optBool(d.Rotational))
 	fact("removable", optBool(d.Removable))
 	fact("hw queues", fmt.Sprint(d.HWQueues))
-	if d.Scheduler != nil {
+	switch {
+	case d.Scheduler != nil:
 		fact("scheduler", fmt.Sprintf("%s (offered: %s)", *d.Scheduler, strings.Join(d.Schedulers, " ")))
-	} else {
+	case d.BioBased():
 		fact("scheduler", "none possible (bio-based)")
+	default:
+		fact("scheduler", "unknown (see the warnings)")
 	}
 	nowait := optBool(d.NoWait)
 	if d.NoWaitReason != "" {

@@ -21,37 +21,48 @@ func newListCmd(e *env) *cobra.Command {
 		Short: "Show every whole disk: class, driver, queues, scheduler, NOWAIT, size",
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			devs, err := e.readDevices(args, true)
+			devs, skipped, err := e.readDevices(args, true)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				return writeJSON(e.stdout, struct {
-					Devices []*sysfs.Device `json:"devices"`
-				}{devs})
+					Devices  []*sysfs.Device `json:"devices"`
+					Warnings []string        `json:"warnings"`
+				}{devs, append([]string{}, skipped...)})
 			}
-			return renderList(e.stdout, devs)
+			if err := renderList(e.stdout, devs); err != nil {
+				return err
+			}
+			for _, msg := range skipped {
+				fmt.Fprintf(e.stdout, "warning: %s\n", msg)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-// readDevices reads the named disks, or every disk when names is empty. A
-// named disk that does not exist is an error (exit 1) naming it.
-func (e *env) readDevices(names []string, nowait bool) ([]*sysfs.Device, error) {
+// readDevices reads the named disks, or every disk when names is empty.
+// Named disks that cannot be read are an error (exit 1) naming each of them.
+// When listing every disk, one that cannot be read (gone since the listing,
+// a link loop, a link out of the tree) is skipped and said in skipped, so one
+// bad entry never hides the others.
+func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, skipped []string, err error) {
 	fs, err := e.fs()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	all := len(names) == 0
 	if all {
 		if names, err = fs.Disks(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	devs := make([]*sysfs.Device, 0, len(names))
+	devs = make([]*sysfs.Device, 0, len(names))
 	seen := make(map[string]bool, len(names))
+	var missing []string
 	for _, n := range names {
 		if seen[n] {
 			continue // "list vda vda" shows vda once
@@ -59,18 +70,23 @@ func (e *env) readDevices(names []string, nowait bool) ([]*sysfs.Device, error) 
 		seen[n] = true
 		d, err := fs.Device(n)
 		if err != nil {
-			if all && sysfs.Gone(err) {
-				continue // removed since it was listed
-			}
 			// sysfs errors name the device already.
-			return nil, &ExitError{Code: 1, Msg: err.Error()}
+			if all {
+				skipped = append(skipped, "skipped: "+err.Error())
+			} else {
+				missing = append(missing, err.Error())
+			}
+			continue
 		}
 		if nowait {
 			devnode.Fill(e.devDir, d)
 		}
 		devs = append(devs, d)
 	}
-	return devs, nil
+	if len(missing) > 0 {
+		return nil, nil, &ExitError{Code: 1, Msg: strings.Join(missing, "\niosched: ")}
+	}
+	return devs, skipped, nil
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -298,5 +299,23 @@ nowait unknown for loop8, loop9: open /dev/<disk>: no such device or address
 `
 	if buf.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}
+
+// One entry that cannot be read (a link loop) is reported and the other
+// disks are still listed; named disks that cannot be read are all named.
+func TestListSurvivesABadEntry(t *testing.T) {
+	inRepoRoot(t)
+	tree := copyTree(t, "testdata/sysfs/cloud")
+	if err := os.Symlink("zz", filepath.Join(tree, "block", "zz")); err != nil {
+		t.Fatal(err)
+	}
+	out, errb, code := runMain(t, "--sysfs", tree, "--dev", "testdata/dev-empty", "list")
+	if code != 0 || !bytes.Contains(out, []byte("vda ")) || !bytes.Contains(out, []byte("warning: skipped: zz:")) {
+		t.Errorf("list with a link loop: exit %d\n%s%s", code, out, errb)
+	}
+	_, errb, code = runMain(t, "--sysfs", tree, "--dev", "testdata/dev-empty", "list", "vdq", "vda", "vdr")
+	if code != 1 || !bytes.Contains(errb, []byte("vdq")) || !bytes.Contains(errb, []byte("vdr")) {
+		t.Errorf("list of two missing disks: exit %d, stderr %q; want both named", code, errb)
 	}
 }

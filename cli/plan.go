@@ -16,21 +16,25 @@ func newPlanCmd(e *env) *cobra.Command {
 		Short: "Show what apply would change on each disk, and why (writes nothing)",
 		Long: `plan is the dry run: for each disk its class, the rules that matched, each
 change as "attribute: from -> to (rule)", and the settings that cannot be made
-with the reason. Rules that match no disk are warned about. It writes nothing.
+with the reason. A value shown as "(after scheduler)" is one the scheduler
+switch before it resets: apply reads it again then, and writes it only if it
+moved. Disks that cannot be read, and rules of an admin's policy that match no
+disk, are warned about. It writes nothing.
 
-Exit status: 0; with --detailed-exitcode, 0 when nothing would change, 2 when
-something would, 1 on error.`,
+Exit status: 0, or 1 when a setting could not be planned because the disk
+could not be read. With --detailed-exitcode: 0 when nothing would change, 2
+when something would, 1 on error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, as, unmatched, err := e.assess(args)
+			_, as, warnings, err := e.assess(args)
 			if err != nil {
 				return err
 			}
-			warnings := unmatchedWarnings(unmatched, scope(args))
 			plans := make([]plan.Device, len(as))
-			changes := 0
+			changes, errs := 0, 0
 			for i, a := range as {
 				plans[i] = a.plan
 				changes += len(a.plan.Changes)
+				errs += len(a.plan.Errors)
 			}
 			if asJSON {
 				err = writeJSON(e.stdout, struct {
@@ -40,10 +44,12 @@ something would, 1 on error.`,
 			} else {
 				renderPlans(e.stdout, plans, warnings)
 			}
-			if err != nil {
+			switch {
+			case err != nil:
 				return err
-			}
-			if detailed && changes > 0 {
+			case errs > 0:
+				return &ExitError{Code: 1, Msg: fmt.Sprintf("%d setting(s) could not be planned: see the errors above", errs)}
+			case detailed && changes > 0:
 				return &ExitError{Code: 2}
 			}
 			return nil
@@ -63,9 +69,6 @@ func renderPlans(w io.Writer, plans []plan.Device, warnings []string) {
 		}
 		fmt.Fprintf(w, "%s (%s): %s\n", p.Name, p.Class, rules)
 		renderPlanBody(w, p)
-		for _, msg := range p.Errors {
-			fmt.Fprintf(w, "  error: %s\n", msg)
-		}
 		if len(p.Changes) > 0 {
 			disks++
 			changes += len(p.Changes)
@@ -77,15 +80,22 @@ func renderPlans(w io.Writer, plans []plan.Device, warnings []string) {
 	fmt.Fprintf(w, "plan: %d change(s) on %d of %d disk(s)\n", changes, disks, len(plans))
 }
 
-// renderPlanBody prints a disk's changes and skipped settings, indented.
+// renderPlanBody prints a disk's changes, skipped settings, errors and
+// warnings, indented.
 func renderPlanBody(w io.Writer, p plan.Device) {
 	for _, c := range p.Changes {
-		fmt.Fprintf(w, "  %s: %s -> %s (rule %q)\n", c.Attribute, showValue(c.From), c.To, c.Rule)
+		fmt.Fprintf(w, "  %s: %s -> %s (rule %q)\n", c.Attribute, showFrom(c), c.To, c.Rule)
 	}
 	for _, s := range p.Skipped {
-		fmt.Fprintf(w, "  skip %s: %s (rule %q)\n", s.Attribute, s.Reason, s.Rule)
+		fmt.Fprintf(w, "  skip %s: %s; rule %q\n", s.Attribute, s.Reason, s.Rule)
 	}
-	if len(p.Changes) == 0 && len(p.Skipped) == 0 {
+	for _, msg := range p.Errors {
+		fmt.Fprintf(w, "  error: %s\n", msg)
+	}
+	for _, msg := range p.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", msg)
+	}
+	if len(p.Changes)+len(p.Skipped)+len(p.Errors) == 0 {
 		fmt.Fprintln(w, "  nothing to change")
 	}
 }

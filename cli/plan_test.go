@@ -22,17 +22,19 @@ func TestGoldenPlan(t *testing.T) {
 	for _, tc := range []struct {
 		golden string
 		args   []string
+		code   int
 	}{
-		{"plan.txt", cloudArgs("testdata/sysfs/cloud", "plan")},
-		{"plan.json", cloudArgs("testdata/sysfs/cloud", "plan", "--json")},
-		{"plan-named.txt", cloudArgs("testdata/sysfs/cloud", "plan", "vda", "ram0")},
-		{"plan-default.txt", []string{"--sysfs", "testdata/sysfs/cloud", "--dev", "testdata/dev-empty", "--policy", "policy/default.toml", "plan"}},
-		{"plan-broken-tree.txt", cloudArgs("testdata/sysfs/broken", "plan")},
+		{"plan.txt", cloudArgs("testdata/sysfs/cloud", "plan"), 0},
+		{"plan.json", cloudArgs("testdata/sysfs/cloud", "plan", "--json"), 0},
+		{"plan-named.txt", cloudArgs("testdata/sysfs/cloud", "plan", "vda", "ram0"), 0},
+		{"plan-default.txt", []string{"--sysfs", "testdata/sysfs/cloud", "--dev", "testdata/dev-empty", "--policy", "policy/default.toml", "plan"}, 0},
+		// Unreadable schedulers stop settings the policy wants: exit 1.
+		{"plan-broken-tree.txt", cloudArgs("testdata/sysfs/broken", "plan"), 1},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			out, errb, code := runMain(t, tc.args...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errb)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d: %s", code, tc.code, errb)
 			}
 			golden(t, tc.golden, out)
 		})
@@ -51,10 +53,11 @@ func TestPlanJSONShape(t *testing.T) {
 			Class   string   `json:"class"`
 			Rules   []string `json:"rules"`
 			Changes []struct {
-				Attribute, From, To, Rule string
+				Attribute, From, To, Rule, After string
 			} `json:"changes"`
-			Skipped []struct{ Attribute, Reason string } `json:"skipped"`
-			Errors  []string                             `json:"errors"`
+			Skipped  []struct{ Attribute, Reason, Rule string } `json:"skipped"`
+			Errors   []string                                   `json:"errors"`
+			Warnings []string                                   `json:"warnings"`
 		} `json:"devices"`
 		Warnings []string `json:"warnings"`
 	}
@@ -64,7 +67,10 @@ func TestPlanJSONShape(t *testing.T) {
 		t.Fatalf("plan --json: %v\n%s", err, out)
 	}
 	d := got.Devices[0]
-	if d.Name != "vda" || d.Class != "virtio" || len(d.Rules) != 3 || d.Changes[0].Attribute != "iosched/fifo_batch" || d.Changes[0].To != "8" {
+	// nr_requests before the scheduler's parameters: writing it resets
+	// mq-deadline's async_depth.
+	if d.Name != "vda" || d.Class != "virtio" || len(d.Rules) != 3 ||
+		d.Changes[0].Attribute != "nr_requests" || d.Changes[1].Attribute != "iosched/fifo_batch" || d.Changes[1].From != "16" {
 		t.Errorf("unexpected plan for vda: %+v", d)
 	}
 }

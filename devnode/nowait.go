@@ -57,7 +57,13 @@ func NoWait(devDir, name, majorMinor string) (*bool, string) {
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
 		return nil, fmt.Sprintf("%s is not a block device", p)
 	}
-	if want, ok := parseDevNum(majorMinor); ok && uint64(st.Rdev) != want {
+	want, ok := parseDevNum(majorMinor)
+	switch {
+	case !ok:
+		// Without the disk's number a node of the same name could be
+		// another device: do not probe it.
+		return nil, fmt.Sprintf("the disk's major:minor is unknown, so %s cannot be checked to be it", p)
+	case uint64(st.Rdev) != want:
 		return nil, fmt.Sprintf("%s is device %d:%d, not %s", p, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), majorMinor)
 	}
 

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -12,11 +13,13 @@ import (
 // Change is one attribute to write.
 type Change struct {
 	Attribute string `json:"attribute"`
-	// From is the value seen when planning; "" for a scheduler parameter
-	// whose value only exists once the scheduler is switched.
+	// From is the value seen when planning; "" when an earlier write of
+	// this plan (After) may change it, so apply reads it again first.
 	From string `json:"from"`
 	To   string `json:"to"`
 	Rule string `json:"rule"`
+	// After names that earlier write ("scheduler", "nr_requests").
+	After string `json:"after,omitempty"`
 }
 
 // Skip is a setting the policy wants that cannot be made on this disk.
@@ -33,7 +36,11 @@ type Device struct {
 	Rules   []string    `json:"rules"`
 	Changes []Change    `json:"changes"`
 	Skipped []Skip      `json:"skipped"`
-	Errors  []string    `json:"errors"`
+	// Errors are settings the policy wants that could not be planned
+	// because a fact could not be read: plan and apply fail on them.
+	Errors []string `json:"errors"`
+	// Warnings are the disk's read problems that did not stop anything.
+	Warnings []string `json:"warnings"`
 }
 
 // Empty reports whether nothing would be written.
@@ -43,35 +50,29 @@ func (d *Device) Empty() bool { return len(d.Changes) == 0 }
 // (block/blk-sysfs.c queue_attr_visible / blk_mq_queue_attr_visible).
 var mqOnly = map[string]bool{"nr_requests": true, "wbt_lat_usec": true, "rq_affinity": true, "io_timeout": true}
 
-// sortChanges puts changes in write order (sysfs.WriteRank), by name
-// within a rank.
-func sortChanges(cs []Change) {
-	sort.SliceStable(cs, func(i, j int) bool {
-		oi, oj := sysfs.WriteRank(cs[i].Attribute), sysfs.WriteRank(cs[j].Attribute)
-		if oi != oj {
-			return oi < oj
-		}
-		return cs[i].Attribute < cs[j].Attribute
-	})
-}
-
-// For plans d against what the policy evaluation wants for it.
+// For plans d against what the policy evaluation wants for it. Changes come
+// in write order (sysfs.WriteRank). A setting an earlier change may reset
+// (sysfs.Resets) is planned even when the snapshot shows it in place, with
+// an empty From: apply reads it again after that write, and writes it only
+// if it moved.
 func For(d *sysfs.Device, ev policy.Evaluation) Device {
 	p := Device{
-		Name:    d.Name,
-		Class:   d.Class,
-		Rules:   append([]string{}, ev.Matched...),
-		Changes: []Change{},
-		Skipped: []Skip{},
-		Errors:  append([]string{}, d.Errors...),
+		Name:     d.Name,
+		Class:    d.Class,
+		Rules:    append([]string{}, ev.Matched...),
+		Changes:  []Change{},
+		Skipped:  []Skip{},
+		Errors:   []string{},
+		Warnings: append([]string{}, d.Errors...),
 	}
-	if p.Rules == nil {
-		p.Rules = []string{}
-	}
-	byAttr := map[string]policy.Setting{}
-	for _, s := range ev.Settings {
-		byAttr[s.Attribute] = s
-	}
+	settings := slices.Clone(ev.Settings)
+	sort.SliceStable(settings, func(i, j int) bool {
+		ri, rj := sysfs.WriteRank(settings[i].Attribute), sysfs.WriteRank(settings[j].Attribute)
+		if ri != rj {
+			return ri < rj
+		}
+		return settings[i].Attribute < settings[j].Attribute
+	})
 
 	// The scheduler the disk will run once the plan is applied.
 	var current, target string
@@ -79,67 +80,65 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 		current = *d.Scheduler
 		target = current
 	}
-	if s, ok := byAttr["scheduler"]; ok {
-		switch {
-		case d.BioBased():
-			p.skip(s, "no scheduler on a bio-based disk")
-		case d.Scheduler == nil:
-			p.skip(s, "the current scheduler could not be read (see errors)")
-		default:
-			if chosen, ok := firstOffered(s.Values, d.Schedulers); ok {
-				target = chosen
-				if chosen != current {
-					p.Changes = append(p.Changes, Change{"scheduler", current, chosen, s.Rule})
-				}
-			} else {
-				p.skip(s, fmt.Sprintf("%s not offered (%s)", strings.Join(s.Values, ", "), strings.Join(d.Schedulers, " ")))
-			}
-		}
-	}
-	switched := target != current
+	unreadable := d.Scheduler == nil && !d.BioBased()
 
-	for _, s := range ev.Settings {
-		if s.Attribute == "scheduler" {
-			continue
-		}
+	for _, s := range settings {
 		want := s.Values[0]
-		if param, ok := strings.CutPrefix(s.Attribute, "iosched/"); ok {
+		param, isParam := strings.CutPrefix(s.Attribute, "iosched/")
+		switch {
+		case s.Attribute == "scheduler" && unreadable, isParam && unreadable:
+			p.Errors = append(p.Errors, fmt.Sprintf("%s: not planned: the current scheduler could not be read (rule %q)", s.Attribute, s.Rule))
+		case s.Attribute == "scheduler":
+			if d.BioBased() {
+				p.skip(s, "no scheduler on a bio-based disk")
+			} else if chosen, ok := firstOffered(s.Values, d.Schedulers); !ok {
+				p.skip(s, fmt.Sprintf("%s not offered: the disk offers %s", strings.Join(s.Values, ", "), strings.Join(d.Schedulers, " ")))
+			} else if target = chosen; chosen != current {
+				p.Changes = append(p.Changes, Change{Attribute: "scheduler", From: current, To: chosen, Rule: s.Rule})
+			}
+		case isParam:
 			switch {
 			case d.BioBased():
 				p.skip(s, "no scheduler on a bio-based disk")
-			case d.Scheduler == nil:
-				p.skip(s, "the current scheduler could not be read (see errors)")
 			case target == "none":
 				p.skip(s, "scheduler none has no parameters")
-			case switched:
-				// Known only once the switch is made; apply reads it then.
-				p.Changes = append(p.Changes, Change{s.Attribute, "", want, s.Rule})
+			case !sysfs.HasParam(target, param):
+				p.skip(s, fmt.Sprintf("%s is not a parameter of %s", param, target))
 			default:
 				have, ok := d.IOSched[param]
-				switch {
-				case !ok:
-					p.skip(s, fmt.Sprintf("not a parameter of %s", target))
-				case have != want:
-					p.Changes = append(p.Changes, Change{s.Attribute, have, want, s.Rule})
+				if after := p.resetBy(s.Attribute); after != "" {
+					p.Changes = append(p.Changes, Change{Attribute: s.Attribute, To: want, Rule: s.Rule, After: after})
+				} else if !ok {
+					p.skip(s, fmt.Sprintf("%s is not a parameter of %s here", param, target))
+				} else if have != want {
+					p.Changes = append(p.Changes, Change{Attribute: s.Attribute, From: have, To: want, Rule: s.Rule})
 				}
 			}
-			continue
-		}
-		have, ok := d.Tunables[s.Attribute]
-		switch {
-		case !ok && d.BioBased() && mqOnly[s.Attribute]:
-			p.skip(s, "no scheduler on a bio-based disk")
-		case !ok:
-			p.skip(s, "the kernel does not offer it on this disk")
-		case have != want:
-			p.Changes = append(p.Changes, Change{s.Attribute, have, want, s.Rule})
+		default:
+			have, ok := d.Tunables[s.Attribute]
+			switch after := p.resetBy(s.Attribute); {
+			case !ok && d.BioBased() && mqOnly[s.Attribute]:
+				p.skip(s, "no scheduler on a bio-based disk")
+			case !ok:
+				p.skip(s, "the kernel does not offer it on this disk")
+			case after != "":
+				p.Changes = append(p.Changes, Change{Attribute: s.Attribute, To: want, Rule: s.Rule, After: after})
+			case have != want:
+				p.Changes = append(p.Changes, Change{Attribute: s.Attribute, From: have, To: want, Rule: s.Rule})
+			}
 		}
 	}
-	sortChanges(p.Changes)
-	sort.SliceStable(p.Skipped, func(i, j int) bool {
-		return sysfs.WriteRank(p.Skipped[i].Attribute) < sysfs.WriteRank(p.Skipped[j].Attribute)
-	})
 	return p
+}
+
+// resetBy names the latest change planned so far that may reset attr, or "".
+func (p *Device) resetBy(attr string) string {
+	for i := len(p.Changes) - 1; i >= 0; i-- {
+		if sysfs.Resets(p.Changes[i].Attribute, attr) {
+			return p.Changes[i].Attribute
+		}
+	}
+	return ""
 }
 
 func (p *Device) skip(s policy.Setting, reason string) {
@@ -148,10 +147,8 @@ func (p *Device) skip(s policy.Setting, reason string) {
 
 func firstOffered(candidates, offered []string) (string, bool) {
 	for _, c := range candidates {
-		for _, o := range offered {
-			if c == o {
-				return c, true
-			}
+		if slices.Contains(offered, c) {
+			return c, true
 		}
 	}
 	return "", false

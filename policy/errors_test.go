@@ -181,6 +181,19 @@ slice_idle = -5
 			want: []string{`p.toml:5:1: rule 1 "x": set.iosched: scheduler none has no parameters`},
 		},
 		{
+			name: "parameters none of the rule's schedulers has, and out of range",
+			src:  "[[rule]]\nname = \"x\"\n[rule.set]\nscheduler = [\"bfq\", \"kyber\"]\n[rule.set.iosched]\nfifo_batch = 8\nslice_idle = 0\n[[rule]]\nname = \"y\"\n[rule.set.iosched]\nfifo_batch = 4294967296\nread_lat_nsec = 4294967296\n",
+			want: []string{
+				`p.toml:6:1: rule 1 "x": set.iosched.fifo_batch: fifo_batch is not a parameter of bfq or kyber`,
+				`p.toml:11:1: rule 2 "y": set.iosched.fifo_batch: 4294967296 is out of range 0..2147483647`,
+			},
+		},
+		{
+			name: "a byte-order mark keeps positions right",
+			src:  "\xef\xbb\xbf[[rule]]\nname = \"x\"\n[rule.set]\nnomerges = 3\n",
+			want: []string{`p.toml:4:1: rule 1 "x": set.nomerges: 3 is out of range 0..2`},
+		},
+		{
 			name: "duplicate, missing and bad names",
 			src: `[[rule]]
 name = "same"

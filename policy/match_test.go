@@ -189,8 +189,8 @@ wbt_lat_usec = 0
 		Matched: []string{"base", "virtio", "last"},
 		Settings: []Setting{
 			{Attribute: "scheduler", Values: []string{"bfq", "none"}, Rule: "last", Overrode: []string{"base", "virtio"}},
-			{Attribute: "iosched/fifo_batch", Values: []string{"8"}, Rule: "base"},
 			{Attribute: "nr_requests", Values: []string{"64"}, Rule: "base"},
+			{Attribute: "iosched/fifo_batch", Values: []string{"8"}, Rule: "base"},
 			{Attribute: "read_ahead_kb", Values: []string{"256"}, Rule: "last", Overrode: []string{"base"}},
 			{Attribute: "wbt_lat_usec", Values: []string{"0"}, Rule: "last"},
 		},

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sort"
@@ -128,6 +129,9 @@ func (d *decoder) keys(l loc, m map[string]any) []string {
 }
 
 func (d *decoder) parseFile(data []byte, p *Policy, names map[string]*Rule) {
+	// A byte-order mark (editors on other systems write one) is not TOML
+	// and would shift every position the scanner finds.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	var m map[string]any
 	if _, err := toml.Decode(string(data), &m); err != nil {
 		e := &Error{File: d.file, Msg: err.Error()}

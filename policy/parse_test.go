@@ -119,7 +119,7 @@ restore_on_exit = true
 		got = append(got, s.Attribute+"="+strings.Join(s.Values, ","))
 	}
 	want := []string{
-		"scheduler=none,mq-deadline", "iosched/fifo_batch=16", "nr_requests=256",
+		"scheduler=none,mq-deadline", "nr_requests=256", "iosched/fifo_batch=16",
 		"read_ahead_kb=128", "nomerges=0", "rq_affinity=2", "add_random=0", "iostats=0",
 		"wbt_lat_usec=0", "max_sectors_kb=512", "io_timeout=30000",
 	}

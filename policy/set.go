@@ -3,8 +3,10 @@ package policy
 import (
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/iosched/iosched/sysfs"
 )
@@ -54,18 +56,18 @@ var (
 	legacySchedulers = map[string]string{"deadline": "mq-deadline", "noop": "none", "cfq": "bfq"}
 )
 
-// knownParams are the queue/iosched/ files of mainline schedulers. Other
-// names are allowed (kernels add parameters; out-of-tree schedulers exist),
-// but one a typo away from these is refused with a suggestion.
-var knownParams = []string{
-	// mq-deadline (block/mq-deadline.c)
-	"read_expire", "write_expire", "writes_starved", "front_merges", "async_depth", "fifo_batch", "prio_aging_expire",
-	// kyber (block/kyber-iosched.c)
-	"read_lat_nsec", "write_lat_nsec",
-	// bfq (block/bfq-iosched.c)
-	"back_seek_max", "back_seek_penalty", "fifo_expire_async", "fifo_expire_sync", "low_latency", "max_budget",
-	"slice_idle", "slice_idle_us", "strict_guarantees", "timeout_sync",
-}
+// knownParams are the queue/iosched/ files of mainline schedulers
+// (sysfs.SchedulerParams). Other names are allowed (kernels add parameters;
+// out-of-tree schedulers exist), but one a typo away from these is refused
+// with a suggestion.
+var knownParams = func() []string {
+	var all []string
+	for _, params := range sysfs.SchedulerParams {
+		all = append(all, params...)
+	}
+	sort.Strings(all)
+	return all
+}()
 
 func knownParam(s string) bool { return contains(knownParams, s) }
 
@@ -109,16 +111,42 @@ func (d *decoder) settings(l loc, m map[string]any, r *Rule) []Setting {
 			d.unknownKey(kl, k, setKeys(), "[rule.set]")
 		}
 	}
-	// Parameters with nothing but none to apply to are a contradiction
-	// within one rule (across rules, plan reports them as skipped).
+	// Parameters with nothing but none to apply to, or that none of the
+	// rule's own schedulers has, are a contradiction within one rule
+	// (across rules, plan reports them as skipped).
 	if _, hasParams := m["iosched"]; hasParams && onlyNone(m["scheduler"]) {
 		d.errorf(l.child("iosched"), "scheduler none has no parameters")
+	} else if t, ok := m["iosched"].(map[string]any); ok {
+		scheds := schedulerNames(m["scheduler"])
+		for _, p := range d.keys(l.child("iosched"), t) {
+			if len(scheds) > 0 && !slices.ContainsFunc(scheds, func(s string) bool { return sysfs.HasParam(s, p) }) {
+				d.errorf(l.child("iosched").child(p), "%s is not a parameter of %s", p, strings.Join(scheds, " or "))
+			}
+		}
 	}
 	for i := range out {
 		out[i].Rule = r.Name
 	}
 	sortSettings(out)
 	return out
+}
+
+// schedulerNames are the names a scheduler value lists (nil when absent or
+// malformed: its own error is reported elsewhere).
+func schedulerNames(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var names []string
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				names = append(names, s)
+			}
+		}
+		return names
+	}
+	return nil
 }
 
 // onlyNone reports whether a scheduler value offers nothing but none.
@@ -214,6 +242,11 @@ func (d *decoder) param(l loc, name string, v any) (int64, bool) {
 		ok = false
 	case n < 0:
 		d.errorf(l, "%d is negative: no scheduler parameter takes a negative value", n)
+		ok = false
+	case n > math.MaxInt32 && knownParam(name) && !strings.HasSuffix(name, "_lat_nsec"):
+		// mq-deadline and bfq parse their parameters with kstrtoint
+		// (EINVAL above INT_MAX); kyber's *_lat_nsec are u64.
+		d.errorf(l, "%d is out of range 0..%d", n, math.MaxInt32)
 		ok = false
 	}
 	return n, ok

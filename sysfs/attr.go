@@ -19,6 +19,20 @@ func readAttr(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readFD(fd, path)
+}
+
+// readInRoot is readAttr of a path relative to the root, confined to it.
+func (s FS) readInRoot(rel string) ([]byte, error) {
+	fd, err := s.openInRoot(rel, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	return readFD(fd, rel)
+}
+
+// readFD reads an attribute's value from fd and closes it.
+func readFD(fd int, path string) ([]byte, error) {
 	defer unix.Close(fd)
 	buf := make([]byte, maxAttr)
 	for {
@@ -33,12 +47,14 @@ func readAttr(path string) ([]byte, error) {
 	}
 }
 
-// writeAttr writes value to a sysfs attribute in one write(2). No O_CREAT:
+// writeInRoot writes value to the attribute at rel below the root in one
+// write(2). No O_CREAT:
 // a missing attribute is ENOENT, never a new file. O_TRUNC is a no-op on
 // sysfs (as for a shell's "echo >") and makes a copied tree of regular files
 // behave like sysfs.
-func writeAttr(path string, value []byte) error {
-	fd, err := openAttr(path, unix.O_WRONLY|unix.O_TRUNC)
+func (s FS) writeInRoot(rel string, value []byte) error {
+	path := rel
+	fd, err := s.openInRoot(rel, unix.O_WRONLY|unix.O_TRUNC)
 	if err != nil {
 		return err
 	}
@@ -67,6 +83,27 @@ func openAttr(path string, flags int) (int, error) {
 		}
 		if err != nil {
 			return -1, &fs.PathError{Op: "open", Path: path, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// openInRoot opens rel below the root with openat2(RESOLVE_IN_ROOT): every
+// link, absolute or relative, resolves inside the root, so a copied tree
+// whose links point at the live /sys can never be written through.
+func (s FS) openInRoot(rel string, flags int) (int, error) {
+	if s.dir == nil {
+		return -1, &fs.PathError{Op: "open", Path: rel, Err: unix.EBADF}
+	}
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	for {
+		fd, err := unix.Openat2(int(s.dir.Fd()), rel, &how)
+		if err == unix.EINTR || err == unix.EAGAIN {
+			// EAGAIN: a concurrent rename raced the lookup (openat2(2)).
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
 		}
 		return fd, nil
 	}

@@ -18,18 +18,17 @@ var Tunables = []string{
 	"iostats", "wbt_lat_usec", "max_sectors_kb", "io_timeout",
 }
 
-// WriteRank orders attributes in the order they must be written to one disk:
-// switching the scheduler resets what the old one owned, so scheduler first,
-// then its iosched/* parameters, then nr_requests (the new elevator sets its
-// own depth), then the other tunables in Tunables order (KERNEL-NOTES "Order
-// matters on one device").
+// WriteRank orders attributes in the order they must be written to one disk,
+// so that no write undoes an earlier one (see Resets): the scheduler first,
+// then nr_requests, then the scheduler's iosched/* parameters, then the other
+// tunables in Tunables order.
 func WriteRank(attr string) int {
 	switch {
 	case attr == "scheduler":
 		return 0
-	case strings.HasPrefix(attr, "iosched/"):
-		return 1
 	case attr == "nr_requests":
+		return 1
+	case strings.HasPrefix(attr, "iosched/"):
 		return 2
 	}
 	for i, t := range Tunables {
@@ -38,6 +37,50 @@ func WriteRank(attr string) int {
 		}
 	}
 	return 3 + len(Tunables)
+}
+
+// Resets reports whether writing attribute written may change the value of
+// attr on the same disk, so attr must be read again after it. Measured on
+// kernel 6.18 loop devices:
+//   - a scheduler switch sets nr_requests anew (blk_mq_init_sched: twice the
+//     tag depth for an elevator, the depth for none), turns writeback
+//     throttling off for bfq and on again when it leaves (wbt_lat_usec 0 <->
+//     2000), and brings the new scheduler's iosched/* defaults;
+//   - writing nr_requests sets mq-deadline's iosched/async_depth to it
+//     (dd_depth_updated).
+func Resets(written, attr string) bool {
+	switch written {
+	case "scheduler":
+		return attr == "nr_requests" || attr == "wbt_lat_usec" || strings.HasPrefix(attr, "iosched/")
+	case "nr_requests":
+		return attr == "iosched/async_depth"
+	}
+	return false
+}
+
+// SchedulerParams are the queue/iosched/ files of the mainline schedulers
+// (block/mq-deadline.c, block/bfq-iosched.c, block/kyber-iosched.c).
+// Schedulers not listed (out of tree) may have any.
+var SchedulerParams = map[string][]string{
+	"mq-deadline": {"async_depth", "fifo_batch", "front_merges", "prio_aging_expire", "read_expire", "write_expire", "writes_starved"},
+	"bfq": {"back_seek_max", "back_seek_penalty", "fifo_expire_async", "fifo_expire_sync", "low_latency", "max_budget",
+		"slice_idle", "slice_idle_us", "strict_guarantees", "timeout_sync"},
+	"kyber": {"read_lat_nsec", "write_lat_nsec"},
+}
+
+// HasParam reports whether scheduler has the iosched parameter param: false
+// only when it is a mainline scheduler known not to have it.
+func HasParam(scheduler, param string) bool {
+	params, known := SchedulerParams[scheduler]
+	if !known {
+		return scheduler != "none"
+	}
+	for _, p := range params {
+		if p == param {
+			return true
+		}
+	}
+	return false
 }
 
 // IsTunable reports whether name is one of Tunables.
@@ -124,8 +167,13 @@ func (s FS) Device(name string) (*Device, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	dir := s.blockDir(name)
-	resolved, err := filepath.EvalSymlinks(dir)
+	resolved, err := filepath.EvalSymlinks(s.blockDir(name))
+	if err != nil && errors.Is(err, fs.ErrNotExist) && !s.noBlock {
+		// Partitions are only in class/block: find them there to say so.
+		if r, cerr := filepath.EvalSymlinks(s.path("class", "block", name)); cerr == nil {
+			resolved, err = r, nil
+		}
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s", ErrNoDevice, name)
@@ -135,18 +183,18 @@ func (s FS) Device(name string) (*Device, error) {
 	if _, err := os.Lstat(filepath.Join(resolved, "partition")); err == nil {
 		return nil, fmt.Errorf("%w: %s is a partition, not a whole disk", ErrNoDevice, name)
 	}
-	d := &Device{Name: name, Tunables: map[string]string{}, IOSched: map[string]string{}, Errors: []string{}}
 	root := s.resolvedRoot()
 	if abs, err := filepath.Abs(resolved); err == nil {
 		resolved = abs
 	}
-	if isBelow(resolved, root) {
-		d.Path, _ = filepath.Rel(root, resolved)
-		d.Path = filepath.ToSlash(d.Path)
-	} else {
-		// A link out of the tree: say where it went rather than guess.
-		d.Path = resolved
+	if !isBelow(resolved, root) {
+		// A copied tree whose links lead out of it (into the live /sys, say)
+		// would show, and let apply act on, another machine's disk.
+		return nil, fmt.Errorf("%s: its link leads out of the sysfs root %s, to %s: refused", name, s.root, resolved)
 	}
+	d := &Device{Name: name, Tunables: map[string]string{}, IOSched: map[string]string{}, Errors: []string{}}
+	d.Path, _ = filepath.Rel(root, resolved)
+	d.Path = filepath.ToSlash(d.Path)
 
 	r := reader{dir: resolved, dev: d}
 	if b, ok := r.read("dev", true); ok {

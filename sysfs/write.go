@@ -19,23 +19,32 @@ var attrRe = regexp.MustCompile(`^(iosched/)?[a-z0-9_]+$`)
 // name and the attribute. attr is "scheduler", one of Tunables, or
 // "iosched/<param>".
 func (s FS) QueueAttrPath(name, attr string) (string, error) {
+	rel, err := s.queueAttrRel(name, attr)
+	if err != nil {
+		return "", err
+	}
+	return s.path(rel), nil
+}
+
+// queueAttrRel is QueueAttrPath relative to the root.
+func (s FS) queueAttrRel(name, attr string) (string, error) {
 	if err := ValidateName(name); err != nil {
 		return "", err
 	}
 	if !attrRe.MatchString(attr) || !(attr == "scheduler" || IsTunable(attr) || strings.HasPrefix(attr, "iosched/")) {
 		return "", fmt.Errorf("%s: attribute %q is not one iosched manages", name, attr)
 	}
-	return filepath.Join(s.blockDir(name), "queue", filepath.FromSlash(attr)), nil
+	return filepath.Join(s.blockRel(name), "queue", filepath.FromSlash(attr)), nil
 }
 
 // ReadQueueAttr reads queue/<attr> of a disk. For "scheduler" it returns the
 // active scheduler's name, not the whole list.
 func (s FS) ReadQueueAttr(name, attr string) (string, error) {
-	p, err := s.QueueAttrPath(name, attr)
+	rel, err := s.queueAttrRel(name, attr)
 	if err != nil {
 		return "", err
 	}
-	b, err := readAttr(p)
+	b, err := s.readInRoot(rel)
 	if err != nil {
 		return "", &AttrError{Device: name, Attr: attr, Op: "read", Err: unwrapPath(err)}
 	}
@@ -53,11 +62,11 @@ func (s FS) ReadQueueAttr(name, attr string) (string, error) {
 // (see writeAttr): a missing attribute (a tunable the queue hides, a disk that
 // went away) is ENOENT, never a new file.
 func (s FS) WriteQueueAttr(name, attr, value string) error {
-	p, err := s.QueueAttrPath(name, attr)
+	rel, err := s.queueAttrRel(name, attr)
 	if err != nil {
 		return err
 	}
-	if err := writeAttr(p, []byte(value)); err != nil {
+	if err := s.writeInRoot(rel, []byte(value)); err != nil {
 		var pe *fs.PathError
 		op := "write"
 		if errors.As(err, &pe) {
