@@ -1,7 +1,13 @@
 // Package daemon keeps every disk on its policy for as long as it runs: it
 // scans all disks at start, then follows kernel (or udevd) uevents, repairs
 // drift on a timer, re-plans on SIGHUP, and reports to systemd, the journal
-// and a state file that `iosched status` reads. Disks are handled in
-// parallel, each disk's passes one at a time, a burst of events for one disk
-// coalesced into one more pass.
+// and a state file that `iosched status` reads.
+//
+// The loop is Daemon.Run (daemon.go). A uevent kicks a pass over its disk
+// (pass.go: read, evaluate, plan, apply) through a queue (work.go) that runs
+// different disks in parallel and one disk's passes one at a time,
+// coalescing a burst of events into one more pass. The uevent socket and its
+// recovery (ENOBUFS: rescan; other errors: reconnect, rescan) are in
+// uevent.go; state.json and `iosched status` in state.go; the original
+// values restore_on_exit puts back in originals.go.
 package daemon
