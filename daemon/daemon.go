@@ -55,6 +55,9 @@ type Config struct {
 	// 1000: 0.12-0.13 s. Past 256 the kernel gains nothing and each
 	// blocked write only adds a thread (~50 KiB resident).
 	Parallel int
+	// ScanTimeout bounds how long a scan waits for its passes (default
+	// 30 s): a disk whose write hangs is left to finish on its own.
+	ScanTimeout time.Duration
 	// StopTimeout bounds how long a stop waits for passes in flight
 	// (default 10 s).
 	StopTimeout time.Duration
@@ -125,6 +128,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = DefaultParallel
+	}
+	if cfg.ScanTimeout <= 0 {
+		cfg.ScanTimeout = 30 * time.Second
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 10 * time.Second

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime/debug"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/iosched/iosched/apply"
@@ -23,7 +21,9 @@ import (
 type disk struct {
 	// snap holds the facts as last read, and only the values of the
 	// attributes the policy sets.
-	snap  *sysfs.Device
+	snap *sysfs.Device
+	// facts are those snap was read with: the policy's needs then.
+	facts sysfs.Facts
 	props map[string]string // udev properties from the last uevent
 	state DiskState
 }
@@ -86,9 +86,12 @@ func (d *Daemon) pass(name string, j job) {
 
 // observe reads what the pass needs. A verify pass re-reads only the
 // attributes the policy sets, a handful of small files, so a reconcile of
-// 1000 disks costs milliseconds; a full one reads the whole disk.
+// 1000 disks costs milliseconds; a full one reads the disk's facts the policy
+// tests. A verify pass is full too when the policy (reloaded) tests a fact
+// the snapshot was not read with, or NOWAIT, never tested on this disk.
 func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, kind passKind) (*sysfs.Device, policy.Evaluation, error) {
-	if kind == verify && rec.snap != nil {
+	needs := pol.Needs()
+	if kind == verify && rec.snap != nil && needs&^rec.facts == 0 && (!pol.UsesNoWait() || noWaitTested(rec.snap)) {
 		dev := rec.snap // this pass's own: updated in place
 		dev.Properties = rec.props
 		ev := d.cfg.evaluate(pol, dev)
@@ -98,72 +101,47 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, kind passKi
 		}
 		// Something unexpected: read the disk afresh.
 	}
-	dev, err := d.fs.Device(name)
+	dev, err := d.fs.DeviceFacts(name, needs)
 	if err != nil {
 		return nil, policy.Evaluation{}, err
 	}
+	rec.facts = needs
 	if rec.props == nil && d.udev {
 		// No event brought them (the first scan, a rescan): udevd's
 		// database has what its last event said.
 		rec.props = udevProperties(d.cfg.UdevDataDir, dev.MajorMinor)
 	}
 	dev.Properties = rec.props
-	if prev := rec.snap; prev != nil && prev.NoWait != nil && prev.MajorMinor == dev.MajorMinor {
-		dev.NoWait = prev.NoWait // a driver property: probed once per disk
+	if prev := rec.snap; prev != nil && noWaitTested(prev) && prev.MajorMinor == dev.MajorMinor {
+		// A driver property: tested once per disk, and a test that could
+		// not tell (the node would not open) is not repeated every pass.
+		dev.NoWait, dev.NoWaitReason = prev.NoWait, prev.NoWaitReason
 	}
 	return dev, d.evaluateProbing(pol, dev), nil
 }
 
-// evaluateProbing evaluates the policy, testing NOWAIT only when the answer
-// matters: the test opens the device node, which costs more than the rest of
-// a pass. The policy decides the same for NOWAIT true and false when no rule
-// depends on it, and then, rules on unknown facts never holding, also for an
-// untested disk.
-func (d *Daemon) evaluateProbing(pol *policy.Policy, dev *sysfs.Device) policy.Evaluation {
-	if dev.NoWait != nil {
-		return d.cfg.evaluate(pol, dev)
-	}
-	yes, no := true, false
-	dev.NoWait = &yes
-	evYes := d.cfg.evaluate(pol, dev)
-	dev.NoWait = &no
-	evNo := d.cfg.evaluate(pol, dev)
-	dev.NoWait = nil
-	if sameOutcome(evYes, evNo) {
-		return evNo
-	}
-	devnode.Fill(d.cfg.DevDir, dev)
-	switch {
-	case dev.NoWait == nil:
-		return d.cfg.evaluate(pol, dev)
-	case *dev.NoWait:
-		return evYes
-	default:
-		return evNo
-	}
-}
+func noWaitTested(d *sysfs.Device) bool { return d.NoWait != nil || d.NoWaitReason != "" }
 
-func sameOutcome(a, b policy.Evaluation) bool {
-	return slices.Equal(a.Matched, b.Matched) && slices.EqualFunc(a.Settings, b.Settings, func(x, y policy.Setting) bool {
-		return x.Attribute == y.Attribute && x.Rule == y.Rule && slices.Equal(x.Values, y.Values)
-	})
+// evaluateProbing evaluates the policy, testing NOWAIT only when a rule
+// tests it: the test opens the device node, which costs more than the rest
+// of a pass.
+func (d *Daemon) evaluateProbing(pol *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+	if !noWaitTested(dev) && pol.UsesNoWait() {
+		devnode.Fill(d.cfg.DevDir, dev)
+	}
+	return d.cfg.evaluate(pol, dev)
 }
 
 // refresh re-reads into dev the attributes ev sets. Facts stay as last read:
 // they change only with a uevent, which brings a full pass.
 func (d *Daemon) refresh(dev *sysfs.Device, ev policy.Evaluation) error {
-	root := d.fs.Root()
 	for _, s := range ev.Settings {
 		if s.Attribute != "scheduler" || dev.Scheduler == nil {
 			continue
 		}
-		v, err := readAttr(root, dev, "scheduler")
+		active, offered, err := d.fs.ReadScheduler(dev.Name)
 		if err != nil {
 			return d.readError(dev.Name, err)
-		}
-		active, offered, err := sysfs.ParseScheduler([]byte(v))
-		if err != nil {
-			return err
 		}
 		if active != *dev.Scheduler {
 			clear(dev.IOSched) // they were the old scheduler's
@@ -178,7 +156,7 @@ func (d *Daemon) refresh(dev *sysfs.Device, ev policy.Evaluation) error {
 		if param, ok := strings.CutPrefix(s.Attribute, "iosched/"); ok {
 			m, key = dev.IOSched, param
 		}
-		v, err := readAttr(root, dev, s.Attribute)
+		v, err := d.fs.ReadQueueAttr(dev.Name, s.Attribute)
 		switch {
 		case err == nil:
 			m[key] = v
@@ -319,23 +297,27 @@ type scanResult struct {
 func (d *Daemon) scan(kind passKind, reason string) scanResult {
 	start := time.Now()
 	writes := d.writes.Load()
-	names, err := listDisks(d.fs)
+	names, err := d.fs.Disks()
 	if err != nil {
 		d.log.Error("listing disks", "error", err)
 	}
 	known := d.knownNames()
-	var wg sync.WaitGroup
+	wg := newBarrier()
 	for _, n := range names {
 		k := kind
 		if !known[n] {
 			k = full
 		}
 		delete(known, n)
-		d.queue.kick(n, k, nil, &wg)
+		d.queue.kick(n, k, nil, wg)
 	}
 	for n := range known {
-		d.queue.kick(n, full, nil, &wg)
+		d.queue.kick(n, full, nil, wg)
 	}
-	wg.Wait()
+	if !wg.WaitFor(d.cfg.ScanTimeout) {
+		// The disks still busy get their pass when their write returns;
+		// the scan (and the READY, reload and rescans behind it) goes on.
+		d.log.Warn("scan: some disks are still being written after the scan timeout; going on without them", "reason", reason, "timeout", d.cfg.ScanTimeout, "busy", d.queue.busy())
+	}
 	return scanResult{reason: reason, disks: len(names), writes: d.writes.Load() - writes, took: time.Since(start)}
 }

@@ -1,6 +1,10 @@
 package daemon
 
-import "sync"
+import (
+	"sort"
+	"sync"
+	"time"
+)
 
 // passKind says how much of a disk a pass reads.
 type passKind int
@@ -26,10 +30,10 @@ const removal passKind = -1
 type job struct {
 	kind    passKind
 	props   map[string]string
-	waiters []*sync.WaitGroup
+	waiters []*barrier
 }
 
-func (j *job) merge(kind passKind, props map[string]string, wg *sync.WaitGroup) {
+func (j *job) merge(kind passKind, props map[string]string, wg *barrier) {
 	switch {
 	case kind == removal, j.kind == removal && kind == full:
 		j.kind = kind // the newer of a removal and an event wins
@@ -80,7 +84,7 @@ func newQueue(limit int, run func(string, job)) *queue {
 
 // kick asks for a pass over name. wg, when set, is done once a pass that
 // started after this call has finished.
-func (q *queue) kick(name string, kind passKind, props map[string]string, wg *sync.WaitGroup) {
+func (q *queue) kick(name string, kind passKind, props map[string]string, wg *barrier) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -149,6 +153,20 @@ func (q *queue) work() {
 	}
 }
 
+// busy lists the disks whose pass is running.
+func (q *queue) busy() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var names []string
+	for name, s := range q.slots {
+		if s.busy {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 // close stops starting passes, releases whoever waits for the ones that will
 // not run, and returns a channel closed once the passes in flight are done.
 func (q *queue) close() <-chan struct{} {
@@ -170,4 +188,58 @@ func (q *queue) close() <-chan struct{} {
 		close(done)
 	}()
 	return done
+}
+
+// barrier counts passes like a sync.WaitGroup, and can also be waited for
+// with a deadline, leaving nothing behind: a scan must not wait forever for
+// one disk whose write hangs in the kernel (a queue frozen behind a dead nbd
+// or iSCSI server), or every later scan, READY and reload would wait too.
+type barrier struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0 while someone waits
+}
+
+func newBarrier() *barrier { return &barrier{} }
+
+func (b *barrier) Add(delta int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n += delta
+	if b.n == 0 && b.zero != nil {
+		close(b.zero)
+		b.zero = nil
+	}
+}
+
+func (b *barrier) Done() { b.Add(-1) }
+
+// Wait returns once the count is zero.
+func (b *barrier) Wait() { b.WaitFor(0) }
+
+// WaitFor returns true once the count is zero, or false after timeout (0:
+// no timeout).
+func (b *barrier) WaitFor(timeout time.Duration) bool {
+	b.mu.Lock()
+	if b.n == 0 {
+		b.mu.Unlock()
+		return true
+	}
+	if b.zero == nil {
+		b.zero = make(chan struct{})
+	}
+	zero := b.zero
+	b.mu.Unlock()
+	if timeout <= 0 {
+		<-zero
+		return true
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-zero:
+		return true
+	case <-t.C:
+		return false
+	}
 }

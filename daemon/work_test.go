@@ -16,12 +16,12 @@ func TestQueueCoalescesABurstIntoOneMorePass(t *testing.T) {
 			<-release
 		}
 	})
-	var first sync.WaitGroup
-	q.kick("loop20000", full, nil, &first)
+	first := newBarrier()
+	q.kick("loop20000", full, nil, first)
 	waitFor(t, 5*time.Second, "the first pass to start", func() bool { return passes.Load() == 1 })
-	var burst sync.WaitGroup
+	burst := newBarrier()
 	for range 100 {
-		q.kick("loop20000", full, nil, &burst)
+		q.kick("loop20000", full, nil, burst)
 	}
 	close(release)
 	first.Wait()
@@ -46,10 +46,10 @@ func TestQueueMergesIntoAQueuedPass(t *testing.T) {
 		mu.Unlock()
 	})
 	q.kick("blocker", full, nil, nil) // holds the only worker
-	var wg sync.WaitGroup
-	q.kick("loop20000", verify, nil, &wg)
-	q.kick("loop20000", full, map[string]string{"ID_BUS": "ata"}, &wg)
-	q.kick("loop20000", verify, nil, &wg)
+	wg := newBarrier()
+	q.kick("loop20000", verify, nil, wg)
+	q.kick("loop20000", full, map[string]string{"ID_BUS": "ata"}, wg)
+	q.kick("loop20000", verify, nil, wg)
 	close(block)
 	wg.Wait()
 	if len(runs) != 1 {
@@ -82,10 +82,10 @@ func TestQueueParallelAcrossDisksSerialWithinOne(t *testing.T) {
 		now.Add(-1)
 		c.(*atomic.Int32).Add(-1)
 	})
-	var wg sync.WaitGroup
+	wg := newBarrier()
 	for round := range 20 {
 		for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
-			q.kick(name, full, nil, &wg)
+			q.kick(name, full, nil, wg)
 		}
 		if round%5 == 0 {
 			time.Sleep(time.Millisecond)
@@ -114,10 +114,10 @@ func TestQueueClose(t *testing.T) {
 			<-release
 		}
 	})
-	var wg sync.WaitGroup
-	q.kick("slow", full, nil, &wg)
+	wg := newBarrier()
+	q.kick("slow", full, nil, wg)
 	<-started
-	q.kick("never", full, nil, &wg)
+	q.kick("never", full, nil, wg)
 	done := q.close()
 	select {
 	case <-done:
@@ -127,7 +127,7 @@ func TestQueueClose(t *testing.T) {
 	close(release)
 	<-done
 	wg.Wait() // returns: "never" was released without running
-	q.kick("after", full, nil, &wg)
+	q.kick("after", full, nil, wg)
 	wg.Wait()
 }
 
@@ -155,9 +155,9 @@ func TestQueueRemovalMerging(t *testing.T) {
 			got = append(got, j.kind)
 		})
 		q.kick("blocker", full, nil, nil)
-		var wg sync.WaitGroup
+		wg := newBarrier()
 		for _, k := range tt.kicks {
-			q.kick("loop20000", k, nil, &wg)
+			q.kick("loop20000", k, nil, wg)
 		}
 		close(block)
 		wg.Wait()

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"time"
 
 	"github.com/iosched/iosched/sysfs"
@@ -146,4 +147,53 @@ func (p *Policy) Evaluate(d *sysfs.Device) Evaluation {
 	}
 	sortSettings(ev.Settings)
 	return ev
+}
+
+// factsByKey are the facts a match or except key tests, beyond what every
+// read of a disk has (class, driver, transport, name).
+var factsByKey = map[string]sysfs.Facts{
+	"rotational": sysfs.FactRotational,
+	"removable":  sysfs.FactRemovable,
+	"hw_queues":  sysfs.FactHWQueues,
+	"size":       sysfs.FactSize,
+	"model":      sysfs.FactIdentity,
+	"vendor":     sysfs.FactIdentity,
+	"serial":     sysfs.FactIdentity,
+}
+
+// Needs is what a disk must be read for to evaluate and plan this policy:
+// the facts its rules test and the current values of what they set. The
+// NOWAIT test (match key nowait) is a device node's, not sysfs's: see
+// UsesNoWait.
+func (p *Policy) Needs() sysfs.Facts {
+	var f sysfs.Facts
+	for _, r := range p.Rules {
+		for _, cs := range append([][]cond{r.match}, r.except...) {
+			for _, c := range cs {
+				f |= factsByKey[c.key]
+			}
+		}
+		for _, s := range r.settings {
+			if strings.HasPrefix(s.Attribute, "iosched/") {
+				f |= sysfs.FactIOSched
+			}
+			f |= sysfs.FactTunable(s.Attribute)
+		}
+	}
+	return f
+}
+
+// UsesNoWait reports whether any rule tests nowait, which costs opening the
+// disk's node.
+func (p *Policy) UsesNoWait() bool {
+	for _, r := range p.Rules {
+		for _, cs := range append([][]cond{r.match}, r.except...) {
+			for _, c := range cs {
+				if c.key == "nowait" {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

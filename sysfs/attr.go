@@ -2,6 +2,9 @@ package sysfs
 
 import (
 	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -10,19 +13,11 @@ import (
 // (fs/sysfs/file.c, sysfs_kf_seq_show).
 const maxAttr = 4096
 
-// readAttr reads a sysfs attribute with open, one read and close. sysfs
-// hands over the whole value in the first read, and os.ReadFile's extra
-// fstat, second read and poller registration cost as much as the read itself
-// when 1000 disks are read at once (apply's read-back, the daemon's rescan).
-func readAttr(path string) ([]byte, error) {
-	fd, err := openAttr(path, unix.O_RDONLY)
-	if err != nil {
-		return nil, err
-	}
-	return readFD(fd, path)
-}
-
-// readInRoot is readAttr of a path relative to the root, confined to it.
+// readInRoot reads the attribute at rel below the root, confined to it,
+// with open, one read and close: sysfs hands over the whole value in the
+// first read, and os.ReadFile's extra fstat, second read and poller
+// registration cost as much as the read itself when 1000 disks are read at
+// once.
 func (s FS) readInRoot(rel string) ([]byte, error) {
 	fd, err := s.openInRoot(rel, unix.O_RDONLY)
 	if err != nil {
@@ -31,19 +26,22 @@ func (s FS) readInRoot(rel string) ([]byte, error) {
 	return readFD(fd, rel)
 }
 
-// readFD reads an attribute's value from fd and closes it.
+// readFD reads an attribute's value from fd and closes it. The page is
+// read on the stack and only the value copied out: a burst of 1000 new
+// disks reads thousands of attributes, and a page of garbage each kept the
+// collector busy.
 func readFD(fd int, path string) ([]byte, error) {
 	defer unix.Close(fd)
-	buf := make([]byte, maxAttr)
+	var buf [maxAttr]byte
 	for {
-		n, err := unix.Read(fd, buf)
+		n, err := unix.Read(fd, buf[:])
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
-		return buf[:n], nil
+		return append([]byte(nil), buf[:n]...), nil
 	}
 }
 
@@ -98,13 +96,45 @@ func (s FS) openInRoot(rel string, flags int) (int, error) {
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
 	for {
 		fd, err := unix.Openat2(int(s.dir.Fd()), rel, &how)
-		if err == unix.EINTR || err == unix.EAGAIN {
+		switch err {
+		case nil:
+			return fd, nil
+		case unix.EINTR, unix.EAGAIN:
 			// EAGAIN: a concurrent rename raced the lookup (openat2(2)).
 			continue
+		case unix.ENOSYS, unix.EPERM:
+			// A kernel before 5.6, or a seccomp filter: systemd's
+			// RestrictSUIDSGID= answers ENOSYS to every openat2 because
+			// it cannot inspect its mode argument, and older systemd
+			// answers EPERM to system calls it does not know.
+			return s.openBelow(rel, flags)
 		}
-		if err != nil {
-			return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
-		}
-		return fd, nil
+		return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
 	}
+}
+
+// openBelow is openInRoot without openat2: each link on the way (on sysfs,
+// block/NAME) is read and resolved against the root by hand, and refused if
+// it leads out; the last element is opened without following a link.
+func (s FS) openBelow(rel string, flags int) (int, error) {
+	root := s.rootAbs()
+	p := root
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	for i, part := range parts {
+		next := filepath.Join(p, part)
+		if i < len(parts)-1 {
+			if t, err := os.Readlink(next); err == nil {
+				if filepath.IsAbs(t) {
+					next = filepath.Join(root, t)
+				} else {
+					next = filepath.Join(p, t)
+				}
+			}
+			if !isBelow(next, root) {
+				return -1, &fs.PathError{Op: "open", Path: rel, Err: unix.EXDEV}
+			}
+		}
+		p = next
+	}
+	return openAttr(p, flags|unix.O_NOFOLLOW)
 }

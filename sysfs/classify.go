@@ -100,10 +100,10 @@ var classByName = []struct {
 // layout (driver-specific directories, the parent an NVMe namespace hangs
 // off), and the name only when nothing else says.
 func classify(d *Device, resolved, root string, r *reader) {
-	d.Driver = boundDriver(resolved)
+	d.Driver = boundDriver(r)
 	c, ok := classByDriver[d.Driver]
 	if !ok {
-		c = classByLayout(d.Name, resolved)
+		c = classByLayout(d.Name, resolved, r)
 	}
 	d.Class = c
 	if d.Driver == "" {
@@ -129,45 +129,39 @@ func classify(d *Device, resolved, root string, r *reader) {
 // device itself (virtio, SCSI, mmc, xen, pmem) or, for an NVMe namespace,
 // the parent of its controller (the controller is a class device with no
 // driver; the PCI function it sits on is bound to "nvme").
-func boundDriver(resolved string) string {
-	dev := filepath.Join(resolved, "device")
-	if target, err := os.Readlink(filepath.Join(dev, "driver")); err == nil {
+func boundDriver(r *reader) string {
+	if target := r.readlink("device/driver"); target != "" {
 		return filepath.Base(target)
 	}
-	if subsystem(dev) == "nvme" {
-		if target, err := os.Readlink(filepath.Join(dev, "device", "driver")); err == nil {
+	if subsystem(r, "device") == "nvme" {
+		if target := r.readlink("device/device/driver"); target != "" {
 			return filepath.Base(target)
 		}
 	}
 	return ""
 }
 
-// subsystem is the class or bus a device directory belongs to (the base of
-// its "subsystem" link), or "".
-func subsystem(dir string) string {
-	target, err := os.Readlink(filepath.Join(dir, "subsystem"))
-	if err != nil {
-		return ""
+// subsystem is the class or bus the device directory rel belongs to (the
+// base of its "subsystem" link), or "".
+func subsystem(r *reader, rel string) string {
+	if target := r.readlink(rel + "/subsystem"); target != "" {
+		return filepath.Base(target)
 	}
-	return filepath.Base(target)
+	return ""
 }
 
-func classByLayout(name, resolved string) Class {
-	has := func(rel string) bool {
-		_, err := os.Lstat(filepath.Join(resolved, rel))
-		return err == nil
-	}
+func classByLayout(name, resolved string, r *reader) Class {
 	switch {
-	case has("dm"):
+	case r.exists("dm"):
 		return ClassDM
-	case has("md"):
+	case r.exists("md"):
 		return ClassMD
-	case has("loop"): // present while a backing file is bound
+	case r.exists("loop"): // present while a backing file is bound
 		return ClassLoop
-	case has("comp_algorithm"):
+	case r.exists("comp_algorithm"):
 		return ClassZRAM
 	}
-	switch subsystem(filepath.Join(resolved, "device")) {
+	switch subsystem(r, "device") {
 	case "nvme", "nvme-subsystem":
 		// A namespace of a fabrics controller (no PCI driver to find) or
 		// a multipath head, which hangs off its subsystem.

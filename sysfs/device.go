@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Tunables are the queue/ attributes iosched reads and may set, in the order
@@ -161,42 +164,64 @@ func (d *Device) errorf(format string, a ...any) {
 	d.Errors = append(d.Errors, fmt.Sprintf(format, a...))
 }
 
-// Device reads one whole disk. It returns ErrNoDevice (wrapped) when the disk
-// does not exist; any other problem is recorded in Device.Errors.
-func (s FS) Device(name string) (*Device, error) {
+// Facts selects what DeviceFacts reads beyond what every read has: the
+// name, major:minor, path, class, driver and transport, and the scheduler.
+// A daemon handling 1000 new disks at once reads only what its policy tests
+// and sets: every attribute is an open, a read and a close, and they add up
+// to most of a pass.
+type Facts uint32
+
+const (
+	FactIdentity   Facts = 1 << iota // model, vendor, serial, wwid
+	FactSize                         // size
+	FactBlockSizes                   // logical and physical block size
+	FactZoned                        // zoned
+	FactRemovable                    // removable
+	FactRotational                   // queue/rotational
+	FactHidden                       // hidden
+	FactHWQueues                     // the entries under mq/
+	FactIOSched                      // queue/iosched/*
+	factTunable0                     // first of one bit per Tunables entry
+
+	// FactAll is everything: what list, plan and explain show.
+	FactAll Facts = 1<<(factTunableShift+9) - 1
+)
+
+const factTunableShift = 9
+
+// FactTunable selects the current value of one of Tunables (0 when name is
+// not one).
+func FactTunable(name string) Facts {
+	for i, t := range Tunables {
+		if t == name {
+			return factTunable0 << i
+		}
+	}
+	return 0
+}
+
+// Device reads one whole disk, every fact. It returns ErrNoDevice (wrapped)
+// when the disk does not exist; any other problem is recorded in
+// Device.Errors.
+func (s FS) Device(name string) (*Device, error) { return s.DeviceFacts(name, FactAll) }
+
+// DeviceFacts reads one whole disk: what every read has, and the facts in
+// want. Facts not asked for are left unknown (nil, empty), as when the
+// kernel does not have them.
+func (s FS) DeviceFacts(name string, want Facts) (*Device, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	resolved, err := filepath.EvalSymlinks(s.blockDir(name))
-	if err != nil && errors.Is(err, fs.ErrNotExist) && !s.noBlock {
-		// Partitions are only in class/block: find them there to say so.
-		if r, cerr := filepath.EvalSymlinks(s.path("class", "block", name)); cerr == nil {
-			resolved, err = r, nil
-		}
-	}
+	resolved, dirfd, err := s.resolve(name)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s", ErrNoDevice, name)
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, err
 	}
-	if _, err := os.Lstat(filepath.Join(resolved, "partition")); err == nil {
-		return nil, fmt.Errorf("%w: %s is a partition, not a whole disk", ErrNoDevice, name)
-	}
-	root := s.resolvedRoot()
-	if abs, err := filepath.Abs(resolved); err == nil {
-		resolved = abs
-	}
-	if !isBelow(resolved, root) {
-		// A copied tree whose links lead out of it (into the live /sys, say)
-		// would show, and let apply act on, another machine's disk.
-		return nil, fmt.Errorf("%s: its link leads out of the sysfs root %s, to %s: refused", name, s.root, resolved)
-	}
+	defer unix.Close(dirfd)
 	d := &Device{Name: name, Tunables: map[string]string{}, IOSched: map[string]string{}, Errors: []string{}}
-	d.Path, _ = filepath.Rel(root, resolved)
+	d.Path, _ = filepath.Rel(s.rootAbs(), resolved)
 	d.Path = filepath.ToSlash(d.Path)
 
-	r := reader{dir: resolved, dev: d}
+	r := reader{dir: resolved, fd: dirfd, dev: d}
 	if b, ok := r.read("dev", true); ok {
 		if mm, err := parseMajorMinor(b); err != nil {
 			d.errorf("dev: %v", err)
@@ -204,23 +229,36 @@ func (s FS) Device(name string) (*Device, error) {
 			d.MajorMinor = mm
 		}
 	}
-	d.Removable = r.boolean("removable")
-	if h := r.boolean("hidden"); h != nil {
-		d.Hidden = *h
+	if want&FactRemovable != 0 {
+		d.Removable = r.boolean("removable")
 	}
-	if n := r.uint("size"); n != nil {
-		bytes := *n * 512 // size is in 512-byte sectors whatever the block size (include/linux/blk_types.h SECTOR_SHIFT)
-		d.SizeBytes = &bytes
+	if want&FactHidden != 0 {
+		if h := r.boolean("hidden"); h != nil {
+			d.Hidden = *h
+		}
 	}
-	d.Rotational = r.boolean("queue/rotational")
-	d.LogicalBlockSize = r.uint("queue/logical_block_size")
-	d.PhysicalBlockSize = r.uint("queue/physical_block_size")
-	if b, ok := r.read("queue/zoned", false); ok {
-		d.Zoned = strings.TrimSpace(string(b))
+	if want&FactSize != 0 {
+		if n := r.uint("size"); n != nil {
+			bytes := *n * 512 // size is in 512-byte sectors whatever the block size (include/linux/blk_types.h SECTOR_SHIFT)
+			d.SizeBytes = &bytes
+		}
 	}
-	d.HWQueues = r.hwQueues()
+	if want&FactRotational != 0 {
+		d.Rotational = r.boolean("queue/rotational")
+	}
+	if want&FactBlockSizes != 0 {
+		d.LogicalBlockSize = r.uint("queue/logical_block_size")
+		d.PhysicalBlockSize = r.uint("queue/physical_block_size")
+	}
+	if want&FactZoned != 0 {
+		if b, ok := r.read("queue/zoned", false); ok {
+			d.Zoned = strings.TrimSpace(string(b))
+		}
+	}
 
+	schedFile := false
 	if b, ok := r.read("queue/scheduler", false); ok {
+		schedFile = true
 		active, offered, err := ParseScheduler(b)
 		if err != nil {
 			d.errorf("queue/%v", err)
@@ -232,58 +270,125 @@ func (s FS) Device(name string) (*Device, error) {
 	if d.Schedulers == nil {
 		d.Schedulers = []string{}
 	}
-	for _, t := range Tunables {
+	// BioBased() tells a bio-based disk (no scheduler file, no hardware
+	// queue) from one whose scheduler could not be read by mq/.
+	if want&FactHWQueues != 0 || d.Scheduler == nil {
+		d.HWQueues = r.hwQueues()
+	}
+	for i, t := range Tunables {
+		if want&(factTunable0<<i) == 0 {
+			continue
+		}
 		if b, ok := r.read("queue/"+t, false); ok {
 			d.Tunables[t] = strings.TrimSpace(string(b))
 		}
 	}
-	if d.Scheduler != nil && *d.Scheduler != "none" {
+	if want&FactIOSched != 0 && d.Scheduler != nil && *d.Scheduler != "none" {
 		r.iosched()
 	}
 
-	d.Model = r.text("device/model")
-	d.Vendor = r.text("device/vendor")
-	d.Serial = r.text("serial")
-	if d.Serial == "" {
-		d.Serial = r.text("device/serial")
+	if want&FactIdentity != 0 {
+		d.Model = r.text("device/model")
+		d.Vendor = r.text("device/vendor")
+		d.Serial = r.text("serial")
+		if d.Serial == "" {
+			d.Serial = r.text("device/serial")
+		}
+		d.WWID = r.text("wwid")
+		if d.WWID == "" {
+			d.WWID = r.text("device/wwid")
+		}
+		if d.WWID == "" {
+			d.WWID = r.text("device/wwn")
+		}
 	}
-	d.WWID = r.text("wwid")
-	if d.WWID == "" {
-		d.WWID = r.text("device/wwid")
-	}
-	if d.WWID == "" {
-		d.WWID = r.text("device/wwn")
-	}
-	classify(d, resolved, root, &r)
-	if d.Model == "" && d.Class == ClassMMC {
+	classify(d, resolved, s.rootAbs(), &r)
+	if want&FactIdentity != 0 && d.Model == "" && d.Class == ClassMMC {
 		d.Model = r.text("device/name") // an MMC/SD card's product name
 	}
 	// Every disk has a queue/ directory, but not while it is being added
 	// (device_add_disk registers the queue after the disk) or removed
 	// (del_gendisk unregisters it first): then most attributes read as
-	// missing, which is not the same as absent.
-	if _, err := os.Stat(filepath.Join(resolved, "queue")); err != nil {
-		d.errorf("queue: %v", unwrapPath(err))
+	// missing, which is not the same as absent. A scheduler file read says
+	// it is there.
+	if !schedFile && !r.exists("queue") {
+		d.errorf("queue: %v", syscall.ENOENT)
+	}
+	if len(d.Errors) == 0 {
+		return d, nil
 	}
 	// A disk removed between listing and reading shows up as a run of
-	// missing files; say so plainly instead.
+	// missing files; say so plainly instead. (The directory fd stays valid
+	// after removal: ask the path.)
 	if _, err := os.Stat(resolved); err != nil {
 		return nil, fmt.Errorf("%w: %s (removed while it was read)", ErrNoDevice, name)
 	}
 	return d, nil
 }
 
-// reader reads attributes below one device directory and records problems in
-// the device's Errors.
+// resolve finds a disk's directory and opens it (O_PATH): the target of its
+// block/ (or class/block/) link, refusing a partition and a link that leads
+// out of the root. On sysfs the link target holds no further links, so one
+// readlink does what filepath.EvalSymlinks does with a stat per path
+// element; every attribute is then opened relative to the directory, a
+// lookup of one or two names where a full path takes eight, each one a
+// turn of kernfs's lock, which hot-plug itself holds to add its files.
+func (s FS) resolve(name string) (string, int, error) {
+	link := s.blockDir(name)
+	target, err := os.Readlink(link)
+	if errors.Is(err, fs.ErrNotExist) && !s.noBlock {
+		// Partitions are only in class/block: find them there to say so.
+		link = s.path("class", "block", name)
+		target, err = os.Readlink(link)
+	}
+	var resolved string
+	switch {
+	case err == nil && filepath.IsAbs(target):
+		resolved = filepath.Clean(target)
+	case err == nil:
+		resolved = filepath.Join(filepath.Dir(link), target)
+	case errors.Is(err, syscall.EINVAL):
+		resolved = link // a directory, not a link (a hand-made tree)
+	case errors.Is(err, fs.ErrNotExist):
+		return "", -1, fmt.Errorf("%w: %s", ErrNoDevice, name)
+	default:
+		return "", -1, fmt.Errorf("%s: %w", name, err)
+	}
+	if abs, err := filepath.Abs(resolved); err == nil {
+		resolved = abs
+	}
+	if !isBelow(resolved, s.rootAbs()) {
+		// A copied tree whose links lead out of it (into the live /sys, say)
+		// would show, and let apply act on, another machine's disk.
+		return "", -1, fmt.Errorf("%s: its link leads out of the sysfs root %s, to %s: refused", name, s.root, resolved)
+	}
+	fd, err := openAttr(resolved, unix.O_PATH|unix.O_DIRECTORY)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", -1, fmt.Errorf("%w: %s", ErrNoDevice, name) // a dangling link
+	case err != nil:
+		return "", -1, fmt.Errorf("%s: %w", name, err)
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(fd, "partition", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		unix.Close(fd)
+		return "", -1, fmt.Errorf("%w: %s is a partition, not a whole disk", ErrNoDevice, name)
+	}
+	return resolved, fd, nil
+}
+
+// reader reads attributes below one device directory, opened as fd, and
+// records problems in the device's Errors.
 type reader struct {
 	dir string
+	fd  int
 	dev *Device
 }
 
 // read returns the file's contents. A missing file is only an error when
 // required; any other failure is always recorded.
 func (r *reader) read(rel string, required bool) ([]byte, bool) {
-	b, err := readAttr(filepath.Join(r.dir, rel))
+	b, err := r.readRel(rel)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && !required {
 			return nil, false
@@ -292,6 +397,58 @@ func (r *reader) read(rel string, required bool) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
+}
+
+func (r *reader) readRel(rel string) ([]byte, error) {
+	for {
+		fd, err := unix.Openat(r.fd, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
+		return readFD(fd, rel)
+	}
+}
+
+// readlink is the target of the link rel, or "" when there is none.
+func (r *reader) readlink(rel string) string {
+	var buf [512]byte
+	n, err := unix.Readlinkat(r.fd, rel, buf[:])
+	if err != nil || n == len(buf) {
+		return ""
+	}
+	return string(buf[:n])
+}
+
+// exists reports whether rel is there (a link counts, even dangling).
+func (r *reader) exists(rel string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(r.fd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
+// names lists the directory rel: entries that are directories or links when
+// dirsOnly, regular files otherwise.
+func (r *reader) names(rel string, dirsOnly bool) ([]string, error) {
+	fd, err := unix.Openat(r.fd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		isDir := e.IsDir() || e.Type()&os.ModeSymlink != 0
+		if isDir == dirsOnly && (dirsOnly || e.Type().IsRegular()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
 }
 
 func (r *reader) text(rel string) string {
@@ -331,37 +488,24 @@ func (r *reader) boolean(rel string) *bool {
 // hwQueues counts the entries under mq/ (one directory per hardware queue on
 // a blk-mq disk; absent on a bio-based one).
 func (r *reader) hwQueues() int {
-	entries, err := os.ReadDir(filepath.Join(r.dir, "mq"))
+	qs, err := r.names("mq", true)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			r.dev.errorf("mq: %v", unwrapPath(err))
 		}
 		return 0
 	}
-	n := 0
-	for _, e := range entries {
-		if e.IsDir() || e.Type()&os.ModeSymlink != 0 {
-			n++
-		}
-	}
-	return n
+	return len(qs)
 }
 
 // iosched reads the active scheduler's parameters.
 func (r *reader) iosched() {
-	dir := filepath.Join(r.dir, "queue", "iosched")
-	entries, err := os.ReadDir(dir)
+	names, err := r.names("queue/iosched", false)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			r.dev.errorf("queue/iosched: %v", unwrapPath(err))
 		}
 		return
-	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if e.Type().IsRegular() {
-			names = append(names, e.Name())
-		}
 	}
 	sort.Strings(names)
 	for _, n := range names {

@@ -17,9 +17,6 @@ const DefaultRoot = "/sys"
 // FS is a sysfs tree rooted at a directory.
 type FS struct {
 	root string
-	// real is root made absolute with its symlinks resolved, to which
-	// resolved device directories are compared.
-	real string
 	// dir is the root opened O_PATH: queue attributes are opened from it
 	// with openat2(RESOLVE_IN_ROOT), so no link in a copied or fake tree can
 	// lead a write out of it (an absolute link resolves inside the root).
@@ -43,11 +40,6 @@ func NewFS(root string) (FS, error) {
 		return FS{}, fmt.Errorf("sysfs root %s: not a directory", root)
 	}
 	fs := FS{root: filepath.Clean(root)}
-	if abs, err := filepath.Abs(root); err == nil {
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			fs.real = real
-		}
-	}
 	// The descriptor lives as long as the FS; os.File's finalizer closes
 	// it when the FS is dropped.
 	if fs.dir, err = os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
@@ -59,11 +51,9 @@ func NewFS(root string) (FS, error) {
 	return fs, nil
 }
 
-// resolvedRoot is the root, absolute and with symlinks resolved.
-func (s FS) resolvedRoot() string {
-	if s.real != "" {
-		return s.real
-	}
+// rootAbs is the root made absolute, its own links kept: the lexical frame
+// resolve works in.
+func (s FS) rootAbs() string {
 	abs, err := filepath.Abs(s.root)
 	if err != nil {
 		return s.root

@@ -58,6 +58,23 @@ func (s FS) ReadQueueAttr(name, attr string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// ReadScheduler reads queue/scheduler of a disk: the active scheduler and
+// those offered.
+func (s FS) ReadScheduler(name string) (active string, offered []string, err error) {
+	rel, err := s.queueAttrRel(name, "scheduler")
+	if err != nil {
+		return "", nil, err
+	}
+	b, err := s.readInRoot(rel)
+	if err != nil {
+		return "", nil, &AttrError{Device: name, Attr: "scheduler", Op: "read", Err: unwrapPath(err)}
+	}
+	if active, offered, err = ParseScheduler(b); err != nil {
+		return "", nil, &AttrError{Device: name, Attr: "scheduler", Op: "read", Err: err}
+	}
+	return active, offered, nil
+}
+
 // WriteQueueAttr writes value to queue/<attr> of a disk in one write(2)
 // (see writeAttr): a missing attribute (a tunable the queue hides, a disk that
 // went away) is ENOENT, never a new file.
