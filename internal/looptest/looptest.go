@@ -18,15 +18,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Ranges documents which loop numbers each test package owns. A test uses
-// numbers only from its package's range.
+// Which loop numbers each user owns; each uses numbers only from its own
+// range, so packages tested at once never touch each other's devices:
 //
-//	looptest itself              7190-7199
-//	sysfs, devnode, cli (list)   7100-7189
-//	apply 7200-7209, cli (apply)  7210-7219
-//	daemon (tests)               20000-23999
-//	benchmarks (contrib, apply)  30000-31999
-const Ranges = "see package doc"
+//	sysfs, devnode, cli (list)     7100-7189
+//	looptest itself                7190-7199
+//	apply 7200-7209, cli (apply)   7210-7219
+//	README walkthrough (loopctl)   7000-7099
+//	daemon tests                   20000-23999
+//	apply benchmark                30000-30999
+//	contrib/bench                  40000-41999
 
 // Require fails or skips t unless this is root on a machine with
 // /dev/loop-control. With IOSCHED_INTEGRATION=required (as .ci/run sets) a
