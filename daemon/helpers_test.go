@@ -17,7 +17,7 @@ import (
 	"github.com/iosched/iosched/sysfs"
 )
 
-// This package's loop numbers (looptest.Ranges): 20000-23999. Every test
+// This package's loop numbers (see internal/looptest): 20000-23999. Every test
 // policy matches only loop2[0-3]NNN, so a daemon running against the real
 // /sys never changes another device.
 const (

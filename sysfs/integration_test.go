@@ -11,7 +11,7 @@ import (
 	"github.com/iosched/iosched/sysfs"
 )
 
-// Loop numbers this file uses: 7100-7119 (looptest.Ranges gives sysfs,
+// Loop numbers this file uses: 7100-7119 (internal/looptest gives sysfs,
 // devnode and cli 7100-7189; the three split it so they can run at once).
 
 func realFS(t *testing.T) sysfs.FS {
