@@ -248,13 +248,15 @@ func TestRestoreOnExit(t *testing.T) {
 	root := r.d.fs.Root()
 	writeFile(t, filepath.Join(root, "block/loop20000/queue/scheduler"), "none [mq-deadline] kyber\n")
 	writeFile(t, filepath.Join(root, "block/loop20000/queue/nr_requests"), "64\n")
+	writeFile(t, filepath.Join(r.stateDir, "originals.json"), string(saved))
 	r2 := start(t, policy, func(cfg *Config) {
 		cfg.FS = r.d.fs
 		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
 		cfg.StateDir = r.stateDir
 	})
-	writeFile(t, filepath.Join(r.stateDir, "originals.json"), string(saved))
-	r2.d.orig, _ = loadOriginals(r.stateDir, r.d.fs, r2.d.log) // as if it had been there at start
+	if n := len(r2.log.lines("msg=set")); n != 0 {
+		t.Errorf("the restarted daemon changed what was already in place:\n%s", r2.log)
+	}
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
 	}
