@@ -38,7 +38,9 @@ an upgrade must not flap every disk through the kernel defaults and back (each
 scheduler switch freezes the disk's queue). With [daemon] restore_on_exit = true
 it puts back the values it found before changing them. Each is remembered in
 STATE-DIR/originals.json before the first change made while restore_on_exit is
-on, and never overwritten, so a crash and restart does not lose it.`,
+on, and never overwritten, so a crash and restart does not lose it. A disk
+whose write is still hanging at stop is not restored (the two would race); its
+values stay remembered for the next stop.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var level slog.Level

@@ -326,6 +326,7 @@ func (d *Daemon) setPolicy(p *policy.Policy) {
 func (d *Daemon) stop() error {
 	d.notify(sd.SdNotifyStopping)
 	done := d.queue.close()
+	var writing []string // disks whose pass may still write
 	select {
 	case <-done:
 	case <-time.After(d.cfg.StopTimeout):
@@ -334,10 +335,13 @@ func (d *Daemon) stop() error {
 		select {
 		case <-done:
 		case <-time.After(time.Second):
+			// Stuck in a write (a queue frozen behind a dead
+			// device): restoring the disk would race with it.
+			writing = d.queue.busy()
 		}
 	}
 	if d.policy.Load().Daemon.RestoreOnExit {
-		d.restore()
+		d.restore(writing)
 	}
 	if err := os.Remove(statePath(d.cfg.RuntimeDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		d.log.Warn("removing the state file", "error", err)

@@ -7,9 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/sysfs"
 )
 
 // fakeDaemon runs a daemon on a fake sysfs tree with a fake uevent socket.
@@ -362,5 +366,50 @@ scheduler = "mq-deadline"
 	}
 	if got := r.attr(t, "loop20001", "scheduler"); got != "none" {
 		t.Errorf("loop20001, not tagged: scheduler %s", got)
+	}
+}
+
+// A stop that gives up on a pass still writing a disk does not restore that
+// disk (the two would write it at once); its originals stay remembered.
+func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
+	var stuck atomic.Bool
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	r, c := fakeDaemonWith(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), func(cfg *Config) {
+		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+			if dev.Name == "loop20000" && stuck.Load() {
+				entered <- struct{}{}
+				<-release
+			}
+			return p.Evaluate(dev)
+		}
+		cfg.StopTimeout = 100 * time.Millisecond
+	}, "loop20000", "loop20001")
+	stuck.Store(true)
+	c.msgs <- fakeMsg{b: uevent("change", "loop20000", "disk")}
+	<-entered
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.attr(t, "loop20001", "scheduler"); s != "none" {
+		t.Errorf("loop20001, idle at stop: scheduler %s, want none restored", s)
+	}
+	if s := r.attr(t, "loop20000", "scheduler"); s != "mq-deadline" {
+		t.Errorf("loop20000, its pass still running at stop: scheduler %s, want mq-deadline left alone", s)
+	}
+	if len(r.log.lines("level=WARN", "not restored", "device=loop20000")) != 1 {
+		t.Errorf("the disk left unrestored was not logged:\n%s", r.log)
+	}
+	saved, err := os.ReadFile(filepath.Join(r.stateDir, "originals.json"))
+	if err != nil {
+		t.Fatalf("originals file: %v", err)
+	}
+	var f originalsFile
+	if err := json.Unmarshal(saved, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Disks["loop20000"] == nil || f.Disks["loop20001"] != nil {
+		t.Errorf("originals file after stop = %s, want loop20000's only", saved)
 	}
 }

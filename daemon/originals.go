@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -180,10 +181,19 @@ func (o *originals) plans() []plan.Device {
 	return out
 }
 
-// restore puts back the original values of every disk, then forgets those
-// it restored.
-func (d *Daemon) restore() {
+// restore puts back the original values of every disk but those in
+// writing (their pass is still running), then forgets those it restored.
+// The others stay in the originals file for the next daemon to restore.
+func (d *Daemon) restore(writing []string) {
 	plans := d.orig.plans()
+	all := len(plans)
+	plans = slices.DeleteFunc(plans, func(p plan.Device) bool {
+		if slices.Contains(writing, p.Name) {
+			d.log.Warn("not restored: its pass is still writing; its original values stay remembered", "device", p.Name)
+			return true
+		}
+		return false
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
 	defer cancel()
 	results := d.applier.All(ctx, plans)
@@ -214,7 +224,7 @@ func (d *Daemon) restore() {
 	if err != nil {
 		d.log.Error("writing the original values file", "error", err)
 	}
-	d.log.Info("original values restored", "disks", restored, "failed", len(results)-restored)
+	d.log.Info("original values restored", "disks", restored, "failed", len(results)-restored, "still_writing", all-len(plans))
 }
 
 // diskSeq is the disk's sequence number (block/NAME/diskseq, Linux 5.15+),
