@@ -185,42 +185,42 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer cleanup()
-	t := d.newTimers()
-	defer t.stop()
+	l := d.newLoop()
+	defer l.stop()
 	for {
 		select {
 		case ev := <-events:
 			switch {
 			case ev.lost:
-				t.scan(full, "lost uevents")
+				l.scan(full, "lost uevents")
 			case ev.action == "remove":
 				d.queue.kick(ev.name, removal, nil, nil)
 			default:
 				d.queue.kick(ev.name, full, ev.props, nil)
 			}
-		case <-t.reconcile:
-			t.scan(verify, "reconcile")
+		case <-l.reconcile:
+			l.scan(verify, "reconcile")
 		case r := <-d.scanDone:
-			t.scanned(r)
+			l.scanned(r)
 		case <-d.changed:
-			t.flushSoon()
-		case <-t.flush:
-			t.flushNow()
-		case <-t.watchdog:
+			l.flushSoon()
+		case <-l.flush:
+			l.flushNow()
+		case <-l.watchdog:
 			d.notify(sd.SdNotifyWatchdog)
 		case <-d.burstOver:
-			t.releaseSoon()
-		case <-t.release:
-			t.release = nil
+			l.releaseSoon()
+		case <-l.release:
+			l.release = nil
 			go releaseThreads()
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:
 				if d.reload() {
-					t.reloaded()
+					l.reloaded()
 				}
 			case syscall.SIGUSR1:
-				t.scan(verify, "reconcile")
+				l.scan(verify, "reconcile")
 			default:
 				d.log.Info("stopping", "signal", sig.String())
 				return d.stop()

@@ -6,9 +6,10 @@ import (
 	sd "github.com/coreos/go-systemd/v22/daemon"
 )
 
-// timers is the loop's clockwork: the reconcile and watchdog tickers, the
-// debounced state file, and the one scan allowed at a time.
-type timers struct {
+// loop is what Run keeps between two events: which scan runs and which is
+// asked for next, the reload waiting for its re-plan, the reconcile and
+// watchdog tickers, the debounced state file, the thread release.
+type loop struct {
 	d         *Daemon
 	reconcile <-chan time.Time
 	stopTick  func()
@@ -18,98 +19,101 @@ type timers struct {
 	release   <-chan time.Time
 	status    string // the last STATUS= sent
 
-	scanning    bool
-	again       passKind // -1: no scan asked for while one ran
-	againReason string
+	scanning bool
+	// next is a scan asked for while one ran (when nextOwed): the
+	// strongest kind asked for, and the reason of that request.
+	nextOwed   bool
+	nextKind   passKind
+	nextReason string
 	// readyOwed: a reload was taken, and systemd hears READY=1 once a
 	// scan started after it is done.
 	readyOwed bool
 }
 
-func (d *Daemon) newTimers() *timers {
-	t := &timers{d: d, again: -1, stopDog: func() {}}
-	t.reconcile, t.stopTick = ticker(d.policy.Load().Daemon.ReconcileInterval)
+func (d *Daemon) newLoop() *loop {
+	l := &loop{d: d, stopDog: func() {}}
+	l.reconcile, l.stopTick = ticker(d.policy.Load().Daemon.ReconcileInterval)
 	// Pinged from the loop itself, so a loop stuck anywhere stops the
 	// pings and systemd restarts the daemon.
 	if iv, err := sd.SdWatchdogEnabled(false); err != nil {
 		d.log.Warn("watchdog", "error", err)
 	} else if iv > 0 {
-		t.watchdog, t.stopDog = ticker(iv / 2)
+		l.watchdog, l.stopDog = ticker(iv / 2)
 	}
-	return t
+	return l
 }
 
-func (t *timers) stop() {
-	t.stopTick()
-	t.stopDog()
+func (l *loop) stop() {
+	l.stopTick()
+	l.stopDog()
 }
 
-func (t *timers) resetReconcile() {
-	t.stopTick()
-	t.reconcile, t.stopTick = ticker(t.d.policy.Load().Daemon.ReconcileInterval)
+func (l *loop) resetReconcile() {
+	l.stopTick()
+	l.reconcile, l.stopTick = ticker(l.d.policy.Load().Daemon.ReconcileInterval)
 }
 
 // scan starts a scan unless one runs; then the next one, started when it
 // ends, covers every request made meanwhile.
-func (t *timers) scan(kind passKind, reason string) {
-	if t.scanning {
-		if kind > t.again {
-			t.again, t.againReason = kind, reason
+func (l *loop) scan(kind passKind, reason string) {
+	if l.scanning {
+		if !l.nextOwed || kind > l.nextKind {
+			l.nextKind, l.nextReason = kind, reason
 		}
+		l.nextOwed = true
 		return
 	}
-	t.scanning = true
-	reload := t.readyOwed
-	t.readyOwed = false
+	l.scanning = true
+	reload := l.readyOwed
+	l.readyOwed = false
 	go func() {
-		r := t.d.scan(kind, reason)
+		r := l.d.scan(kind, reason)
 		r.reload = reload
-		t.d.scanDone <- r
+		l.d.scanDone <- r
 	}()
 }
 
 // reloaded re-plans every disk under the new policy.
 // READY=1 follows once a scan started after the reload is done, whatever
 // its reason (a full rescan asked for meanwhile takes the reload's place).
-func (t *timers) reloaded() {
-	t.resetReconcile()
-	t.readyOwed = true
-	t.scan(verify, "reload")
+func (l *loop) reloaded() {
+	l.resetReconcile()
+	l.readyOwed = true
+	l.scan(verify, "reload")
 }
 
-func (t *timers) scanned(r scanResult) {
-	t.scanning = false
-	t.d.noteScan(r)
+func (l *loop) scanned(r scanResult) {
+	l.scanning = false
+	l.d.noteScan(r)
 	if r.reload {
-		t.d.notify(sd.SdNotifyReady + "\n" + t.d.statusLine())
+		l.d.notify(sd.SdNotifyReady + "\n" + l.d.statusLine())
 	}
-	if t.again >= 0 {
-		kind, reason := t.again, t.againReason
-		t.again = -1
-		t.scan(kind, reason)
+	if l.nextOwed {
+		l.nextOwed = false
+		l.scan(l.nextKind, l.nextReason)
 	}
 }
 
 // flushSoon writes the state file a little later, so that 1000 disks
 // changing at once make a few writes, not 1000.
-func (t *timers) flushSoon() {
-	if t.flush == nil {
-		t.flush = time.After(t.d.cfg.stateDebounce)
+func (l *loop) flushSoon() {
+	if l.flush == nil {
+		l.flush = time.After(l.d.cfg.stateDebounce)
 	}
 }
 
 // releaseSoon ends the threads a burst left behind, unless another burst
 // comes within a second.
-func (t *timers) releaseSoon() {
-	t.release = time.After(time.Second)
+func (l *loop) releaseSoon() {
+	l.release = time.After(time.Second)
 }
 
-func (t *timers) flushNow() {
-	t.flush = nil
-	t.d.writeState()
-	if s := t.d.statusLine(); s != t.status {
-		t.status = s
-		t.d.notify(s)
+func (l *loop) flushNow() {
+	l.flush = nil
+	l.d.writeState()
+	if s := l.d.statusLine(); s != l.status {
+		l.status = s
+		l.d.notify(s)
 	}
 }
 
