@@ -216,9 +216,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:
-				if d.reload() {
-					l.reloaded()
-				}
+				l.reload()
 			case syscall.SIGUSR1:
 				l.scan(verify, "reconcile")
 			default:
@@ -287,7 +285,8 @@ func (d *Daemon) ueventSource(pol *policy.Policy) string {
 }
 
 // reload re-reads the policy. An invalid one leaves the old in force; it
-// reports whether the new one was taken.
+// reports whether the new one was taken. The loop re-plans and tells
+// systemd when it is done (loop.reload).
 func (d *Daemon) reload() bool {
 	d.notify(sd.SdNotifyReloading + "\n" + sd.SdNotifyMonotonicUsec())
 	pol, err := d.cfg.Load(d.cfg.PolicyPath)
@@ -297,7 +296,6 @@ func (d *Daemon) reload() bool {
 			d.log.Error("policy reload failed; the previous policy stays in force", "error", line)
 		}
 		d.noteReload(false, lines)
-		d.notify(sd.SdNotifyReady + "\n" + d.statusLine())
 		return false
 	}
 	old := d.policy.Load()
@@ -307,7 +305,7 @@ func (d *Daemon) reload() bool {
 	d.setPolicy(pol)
 	d.noteReload(true, nil)
 	d.log.Info("policy reloaded; re-planning every disk", "policy", pol.Sources)
-	return true // READY=1 follows once every disk is re-planned
+	return true
 }
 
 func (d *Daemon) setPolicy(p *policy.Policy) {

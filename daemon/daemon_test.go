@@ -160,63 +160,96 @@ func TestDaemonReload(t *testing.T) {
 	}
 }
 
-func TestSdNotify(t *testing.T) {
+// notifySocket is a socket in NOTIFY_SOCKET, as systemd's.
+type notifySocket struct {
+	t    *testing.T
+	msgs chan string
+}
+
+func listenNotify(t *testing.T) *notifySocket {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "notify")
 	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	msgs := make(chan string, 1000)
+	t.Cleanup(func() { ln.Close() })
+	n := &notifySocket{t: t, msgs: make(chan string, 1000)}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
-			n, err := ln.Read(buf)
+			k, err := ln.Read(buf)
 			if err != nil {
 				return
 			}
-			msgs <- string(buf[:n])
+			n.msgs <- string(buf[:k])
 		}
 	}()
-	expect := func(what string, ok func(string) bool) string {
-		t.Helper()
-		deadline := time.After(5 * time.Second)
-		for {
-			select {
-			case m := <-msgs:
-				if ok(m) {
-					return m
-				}
-			case <-deadline:
-				t.Fatalf("no %s message within 5 s", what)
+	t.Setenv("NOTIFY_SOCKET", sock)
+	return n
+}
+
+// expect returns the first message containing s, skipping others, within
+// 5 s.
+func (n *notifySocket) expect(s string) string {
+	n.t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case m := <-n.msgs:
+			if strings.Contains(m, s) {
+				return m
 			}
+		case <-deadline:
+			n.t.Fatalf("no %s message within 5 s", s)
 		}
 	}
-	has := func(s string) func(string) bool {
-		return func(m string) bool { return strings.Contains(m, s) }
+}
+
+// none fails if a message containing s arrives within a while.
+func (n *notifySocket) none(s, when string) {
+	n.t.Helper()
+	deadline := time.After(100 * time.Millisecond)
+	for {
+		select {
+		case m := <-n.msgs:
+			if strings.Contains(m, s) {
+				n.t.Fatalf("%s: got %q", when, m)
+			}
+		case <-deadline:
+			return
+		}
 	}
-	t.Setenv("NOTIFY_SOCKET", sock)
+}
+
+func TestSdNotify(t *testing.T) {
+	n := listenNotify(t)
 	t.Setenv("WATCHDOG_USEC", "100000")
 
 	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
-	m := expect("READY", has("READY=1"))
+	m := n.expect("READY=1")
 	if !strings.Contains(m, "STATUS=1 disks managed; last change") {
 		t.Errorf("READY message %q has no STATUS= summary", m)
 	}
-	expect("WATCHDOG", has("WATCHDOG=1"))
-	expect("WATCHDOG", has("WATCHDOG=1")) // and again: pinged while the loop runs
+	n.expect("WATCHDOG=1")
+	n.expect("WATCHDOG=1") // and again: pinged while the loop runs
 
 	r.signals <- syscall.SIGHUP
-	m = expect("RELOADING", has("RELOADING=1"))
+	m = n.expect("RELOADING=1")
 	if !strings.Contains(m, "MONOTONIC_USEC=") {
 		t.Errorf("RELOADING message %q has no MONOTONIC_USEC= (systemd >= 253 wants it)", m)
 	}
-	expect("READY after the reload", has("READY=1"))
+	n.expect("READY=1")
+	// An invalid policy: READY=1 at once, the old one staying in force.
+	writeFile(t, r.policy, "[[rule]]\nname = \"broken\"\n[rule.set]\nreadahead_kb = 1\n")
+	r.signals <- syscall.SIGHUP
+	n.expect("RELOADING=1")
+	n.expect("READY=1")
 
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	expect("STOPPING", has("STOPPING=1"))
+	n.expect("STOPPING=1")
 	if _, err := os.Stat(statePath(r.runtimeDir)); !os.IsNotExist(err) {
 		t.Errorf("state file left behind by a clean stop: %v", err)
 	}
@@ -411,5 +444,59 @@ func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
 	}
 	if f.Disks["loop20000"] == nil || f.Disks["loop20001"] != nil {
 		t.Errorf("originals file after stop = %s, want loop20000's only", saved)
+	}
+}
+
+// Two SIGHUPs close together: systemd hears READY=1 once the second one's
+// policy is in force on every disk, not when the first one's re-plan ends.
+// An invalid policy in between does not cut the valid one's re-plan short.
+func TestReadyWaitsForEveryReload(t *testing.T) {
+	for _, tt := range []struct {
+		name, second, want string
+	}{
+		{"two valid", strings.Replace(testPolicy(""), "nr_requests = 64", "nr_requests = 16", 1), "16"},
+		{"valid then invalid", testPolicy("") + "\n[[rule]]\nname = \"broken\"\n[rule.set]\nreadahead_kb = 1\n", "32"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := listenNotify(t)
+			var hold atomic.Bool
+			entered := make(chan struct{}, 1)
+			step := make(chan struct{})
+			r, _ := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
+				cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+					if hold.Load() {
+						entered <- struct{}{}
+						<-step
+					}
+					return p.Evaluate(dev)
+				}
+			}, "loop20000")
+			defer func() {
+				hold.Store(false)
+				close(step) // a failed test leaves no pass blocked
+			}()
+			n.expect("READY=1")
+
+			hold.Store(true)
+			writeFile(t, r.policy, strings.Replace(testPolicy(""), "nr_requests = 64", "nr_requests = 32", 1))
+			r.signals <- syscall.SIGHUP
+			n.expect("RELOADING=1")
+			<-entered // the first reload's re-plan is under way
+			writeFile(t, r.policy, tt.second)
+			r.signals <- syscall.SIGHUP
+			n.expect("RELOADING=1")
+			n.none("READY=1", "READY while the first reload was being re-planned")
+			if tt.want == "16" {
+				step <- struct{}{} // the first reload's re-plan ends
+				<-entered          // the second one's is under way
+				n.none("READY=1", "READY while the second reload was being re-planned")
+			}
+			hold.Store(false)
+			step <- struct{}{}
+			n.expect("READY=1")
+			if got := r.attr(t, "loop20000", "nr_requests"); got != tt.want {
+				t.Errorf("at READY nr_requests = %s, want %s", got, tt.want)
+			}
+		})
 	}
 }

@@ -25,9 +25,10 @@ type loop struct {
 	nextOwed   bool
 	nextKind   passKind
 	nextReason string
-	// readyOwed: a reload was taken, and systemd hears READY=1 once a
-	// scan started after it is done.
-	readyOwed bool
+	// reloads counts the valid policies taken on SIGHUP; replanned, those
+	// a finished scan was started after. While replanned < reloads, a
+	// reload is still being re-planned, and systemd must not hear READY=1.
+	reloads, replanned int
 }
 
 func (d *Daemon) newLoop() *loop {
@@ -64,29 +65,41 @@ func (l *loop) scan(kind passKind, reason string) {
 		return
 	}
 	l.scanning = true
-	reload := l.readyOwed
-	l.readyOwed = false
+	reloads := l.reloads
 	go func() {
 		r := l.d.scan(kind, reason)
-		r.reload = reload
+		r.reloads = reloads
 		l.d.scanDone <- r
 	}()
 }
 
-// reloaded re-plans every disk under the new policy.
-// READY=1 follows once a scan started after the reload is done, whatever
-// its reason (a full rescan asked for meanwhile takes the reload's place).
-func (l *loop) reloaded() {
+// reload re-reads the policy (systemd hears RELOADING=1) and re-plans every
+// disk under a valid one. READY=1 follows once no reload is left to
+// re-plan: once a scan started after the last valid reload is done,
+// whatever its reason (a full rescan asked for meanwhile takes the reload's
+// place); at once after an invalid policy if none is.
+func (l *loop) reload() {
+	if !l.d.reload() {
+		if l.replanned == l.reloads {
+			l.ready()
+		}
+		return
+	}
 	l.resetReconcile()
-	l.readyOwed = true
+	l.reloads++
 	l.scan(verify, "reload")
 }
+
+func (l *loop) ready() { l.d.notify(sd.SdNotifyReady + "\n" + l.d.statusLine()) }
 
 func (l *loop) scanned(r scanResult) {
 	l.scanning = false
 	l.d.noteScan(r)
-	if r.reload {
-		l.d.notify(sd.SdNotifyReady + "\n" + l.d.statusLine())
+	if r.reloads > l.replanned {
+		l.replanned = r.reloads
+		if l.replanned == l.reloads {
+			l.ready()
+		}
 	}
 	if l.nextOwed {
 		l.nextOwed = false

@@ -284,10 +284,12 @@ func (d *Daemon) knownNames() map[string]bool {
 // scanResult is one pass over every disk.
 type scanResult struct {
 	reason string
-	reload bool // the first scan under a reloaded policy
-	disks  int
-	writes int64
-	took   time.Duration
+	// reloads is loop.reloads when the scan started: it re-planned every
+	// disk under the policies taken by those reloads.
+	reloads int
+	disks   int
+	writes  int64
+	took    time.Duration
 }
 
 // scan passes over every disk listed in sysfs and every disk remembered (one
