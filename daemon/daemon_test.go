@@ -155,6 +155,13 @@ func TestDaemonReload(t *testing.T) {
 		st := r.state(t)
 		return st.LastReload != nil && st.LastReload.OK
 	})
+	// The failed reload is history: no longer the last error.
+	if st := r.state(t); st.LastError != nil {
+		t.Errorf("last error after a good reload: %+v", st.LastError)
+	}
+	if s := r.d.statusLine(); strings.Contains(s, "error") || strings.Contains(s, "FAILED") {
+		t.Errorf("STATUS= after a good reload: %q", s)
+	}
 	if n := len(r.log.lines("msg=set", "attribute=scheduler")); n != 2 {
 		t.Errorf("the reload rewrote a setting already in place: %d scheduler writes in all", n)
 	}

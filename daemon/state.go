@@ -109,6 +109,9 @@ type report struct {
 	scan       *Scan
 	lastChange *Change
 	lastError  *Problem
+	// reloadError is lastError's value when it was a failed reload: a
+	// valid reload since clears it.
+	reloadError *Problem
 }
 
 // noteDisk records what a pass left on a disk and logs what a user must
@@ -191,8 +194,12 @@ func (d *Daemon) noteChange(c Change) {
 func (d *Daemon) noteReload(ok bool, errs []string) {
 	d.mu.Lock()
 	d.report.reload = &Reload{At: time.Now(), OK: ok, Errors: errs}
-	if !ok {
+	switch {
+	case !ok:
 		d.report.lastError = &Problem{At: time.Now(), Message: "policy reload failed: " + strings.Join(errs, "; ")}
+		d.report.reloadError = d.report.lastError
+	case d.report.lastError == d.report.reloadError:
+		d.report.lastError = nil // the policy it was about is gone
 	}
 	d.mu.Unlock()
 	d.markChanged()
