@@ -117,21 +117,7 @@ type report struct {
 // noteDisk records what a pass left on a disk and logs what a user must
 // know once: settings the disk cannot take, attributes it could not read.
 func (d *Daemon) noteDisk(name string, rec *disk, dev *sysfs.Device, ev policy.Evaluation, p plan.Device, res apply.Result) {
-	skipped := map[string]bool{}
-	for _, s := range p.Skipped {
-		skipped[s.Attribute] = true
-	}
-	st := DiskState{Class: dev.Class, Rules: ev.Matched, Settings: []Applied{}, Skipped: p.Skipped, Errors: dev.Errors}
-	for _, s := range ev.Settings {
-		if skipped[s.Attribute] {
-			continue
-		}
-		a := Applied{Attribute: s.Attribute, Value: current(dev, s.Attribute), Rule: s.Rule}
-		if want := target(dev, s); a.Value != want {
-			a.Want = want
-		}
-		st.Settings = append(st.Settings, a)
-	}
+	st := DiskState{Class: dev.Class, Rules: ev.Matched, Settings: applied(dev, ev, p), Skipped: p.Skipped, Errors: dev.Errors}
 	failed := slices.Clone(p.Errors)
 	for _, o := range res.Outcomes {
 		if o.Status == apply.Failed || o.Status == apply.Mismatch {
@@ -232,19 +218,32 @@ func current(dev *sysfs.Device, attr string) string {
 	}
 }
 
-// target is the value the policy wants: for the scheduler the first
-// candidate the disk offers.
-func target(dev *sysfs.Device, s policy.Setting) string {
-	if s.Attribute == "scheduler" {
-		for _, c := range s.Values {
-			for _, o := range dev.Schedulers {
-				if c == o {
-					return c
-				}
-			}
-		}
+// applied lists the settings ev makes on dev, with the values dev shows
+// after p was applied. Want is what p wrote where dev shows another value:
+// the plan chose it (the scheduler: the first candidate the disk offers).
+// A setting p did not write was in place, or could not be planned (the
+// disk's error says why).
+func applied(dev *sysfs.Device, ev policy.Evaluation, p plan.Device) []Applied {
+	skipped := map[string]bool{}
+	for _, s := range p.Skipped {
+		skipped[s.Attribute] = true
 	}
-	return s.Values[0]
+	wants := map[string]string{}
+	for _, c := range p.Changes {
+		wants[c.Attribute] = c.To
+	}
+	out := []Applied{}
+	for _, s := range ev.Settings {
+		if skipped[s.Attribute] {
+			continue
+		}
+		a := Applied{Attribute: s.Attribute, Value: current(dev, s.Attribute), Rule: s.Rule}
+		if want, ok := wants[s.Attribute]; ok && a.Value != want {
+			a.Want = want
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 func (d *Daemon) count() int {
