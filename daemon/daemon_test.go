@@ -507,3 +507,58 @@ func TestReadyWaitsForEveryReload(t *testing.T) {
 		})
 	}
 }
+
+// A disk removed and another added under its name is a new disk: its first
+// writes are changes, not drift, whether the removal and the add merged
+// into one pass or were lost (a rescan finds another major:minor).
+func TestReplacedDiskIsNotDrift(t *testing.T) {
+	t.Run("events merged", func(t *testing.T) {
+		var hold atomic.Bool
+		entered := make(chan struct{}, 1)
+		release := make(chan struct{})
+		r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
+			cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+				if hold.CompareAndSwap(true, false) {
+					entered <- struct{}{}
+					<-release
+				}
+				return p.Evaluate(dev)
+			}
+		}, "loop20000")
+		hold.Store(true)
+		c.msgs <- fakeMsg{b: uevent("change", "loop20000", "disk")}
+		<-entered // loop20000's pass is running: what follows waits for it
+		removeFakeDisk(t, r.d.fs, "loop20000")
+		addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
+		c.msgs <- fakeMsg{b: uevent("remove", "loop20000", "disk")}
+		c.msgs <- fakeMsg{b: uevent("add", "loop20000", "disk")}
+		waitFor(t, 5*time.Second, "the removal and the add to merge", func() bool {
+			q := r.d.queue
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			s := q.slots["loop20000"]
+			return s != nil && s.next.replaced
+		})
+		close(release)
+		r.waitAttr(t, "loop20000", "nr_requests", "64")
+		waitFor(t, 5*time.Second, "the new disk's changes to be logged", func() bool {
+			return len(r.log.lines("device=loop20000", "attribute=scheduler", "to=mq-deadline")) == 2
+		})
+		if lines := r.log.lines("drift"); len(lines) > 0 {
+			t.Errorf("a new disk's first writes logged as drift: %q", lines)
+		}
+	})
+	t.Run("events lost", func(t *testing.T) {
+		r, c := fakeDaemon(t, testPolicy(""), "loop20000")
+		removeFakeDisk(t, r.d.fs, "loop20000")
+		addFakeDisk(t, r.d.fs.Root(), "loop20000", 5) // 7:5
+		c.msgs <- fakeMsg{err: syscall.ENOBUFS}
+		r.waitAttr(t, "loop20000", "nr_requests", "64")
+		waitFor(t, 5*time.Second, "the new disk's changes to be logged", func() bool {
+			return len(r.log.lines("device=loop20000", "attribute=scheduler", "to=mq-deadline")) == 2
+		})
+		if lines := r.log.lines("drift"); len(lines) > 0 {
+			t.Errorf("a new disk's first writes logged as drift: %q", lines)
+		}
+	})
+}

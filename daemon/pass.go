@@ -52,9 +52,12 @@ func (d *Daemon) pass(name string, j job) {
 		d.forget(name)
 		return
 	}
+	if j.replaced {
+		d.forget(name) // the removal this pass took the place of
+	}
 	pol := d.policy.Load()
-	rec := d.record(name, j.props)
-	dev, ev, err := d.observe(pol, name, rec, j.kind)
+	rec := d.record(name)
+	dev, ev, err := d.observe(pol, name, rec, j)
 	if err != nil {
 		if sysfs.Gone(err) {
 			d.forget(name)
@@ -89,9 +92,12 @@ func (d *Daemon) pass(name string, j job) {
 // 1000 disks costs milliseconds; a full one reads the disk's facts the policy
 // tests. A verify pass is full too when the policy (reloaded) tests a fact
 // the snapshot was not read with, or NOWAIT, never tested on this disk.
-func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, kind passKind) (*sysfs.Device, policy.Evaluation, error) {
+func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sysfs.Device, policy.Evaluation, error) {
 	needs := pol.Needs()
-	if kind == verify && rec.snap != nil && needs&^rec.facts == 0 && (!pol.UsesNoWait() || noWaitTested(rec.snap)) {
+	if j.props != nil {
+		rec.props = j.props
+	}
+	if j.kind == verify && rec.snap != nil && needs&^rec.facts == 0 && (!pol.UsesNoWait() || noWaitTested(rec.snap)) {
 		dev := rec.snap // this pass's own: updated in place
 		dev.Properties = rec.props
 		ev := d.cfg.evaluate(pol, dev)
@@ -104,6 +110,11 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, kind passKi
 	dev, err := d.fs.DeviceFacts(name, needs)
 	if err != nil {
 		return nil, policy.Evaluation{}, err
+	}
+	if rec.snap != nil && rec.snap.MajorMinor != dev.MajorMinor {
+		// Another disk under the same name: its removal and arrival
+		// were among events lost (this is the rescan after).
+		d.renew(name, rec, j.props)
 	}
 	rec.facts = needs
 	if rec.props == nil && d.udev {
@@ -241,7 +252,7 @@ func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result) {
 }
 
 // record returns the disk's memory, creating it on first sight.
-func (d *Daemon) record(name string, props map[string]string) *disk {
+func (d *Daemon) record(name string) *disk {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rec := d.disks[name]
@@ -249,10 +260,22 @@ func (d *Daemon) record(name string, props map[string]string) *disk {
 		rec = &disk{}
 		d.disks[name] = rec
 	}
-	if props != nil {
-		rec.props = props
-	}
 	return rec
+}
+
+// renew forgets what rec remembers of the disk that had its name before:
+// what it settled (or the new disk's first writes would be logged as
+// drift), its snapshot, its original values, and its udev properties unless
+// props (this pass's event's) are the new disk's.
+func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
+	d.mu.Lock()
+	rec.state = DiskState{}
+	d.mu.Unlock()
+	rec.snap, rec.props = nil, props
+	if d.orig != nil {
+		d.orig.forget(name)
+	}
+	d.log.Debug("another disk under the same name", "device", name)
 }
 
 // forget drops a disk that went away.

@@ -28,15 +28,21 @@ const removal passKind = -1
 // last pass started (a removal only when it came last), the newest udev
 // properties, and who waits for it.
 type job struct {
-	kind    passKind
-	props   map[string]string
-	waiters []*barrier
+	kind  passKind
+	props map[string]string
+	// replaced: a removal came before the event asking for this pass, so
+	// the disk is another one under the same name.
+	replaced bool
+	waiters  []*barrier
 }
 
 func (j *job) merge(kind passKind, props map[string]string, wg *barrier) {
+	// The newer of a removal and an event wins.
 	switch {
-	case kind == removal, j.kind == removal && kind == full:
-		j.kind = kind // the newer of a removal and an event wins
+	case kind == removal:
+		j.kind = removal
+	case j.kind == removal && kind == full:
+		j.kind, j.replaced = full, true
 	case j.kind != removal:
 		j.kind = max(j.kind, kind)
 	}

@@ -131,28 +131,33 @@ func TestQueueClose(t *testing.T) {
 	wg.Wait()
 }
 
-// A removal forgets; an event after it (the disk is back) wins over it, a
-// rescan's verify does not.
+// A removal forgets; an event after it (the disk is back, or another one
+// under its name) wins over it, and says the disk was replaced; a rescan's
+// verify does not.
 func TestQueueRemovalMerging(t *testing.T) {
 	tests := []struct {
-		kicks []passKind
-		want  passKind
+		kicks    []passKind
+		want     passKind
+		replaced bool
 	}{
-		{[]passKind{full, removal}, removal},
-		{[]passKind{removal, full}, full},
-		{[]passKind{removal, verify}, removal},
-		{[]passKind{verify, full, verify}, full},
-		{[]passKind{removal}, removal},
+		{[]passKind{full, removal}, removal, false},
+		{[]passKind{removal, full}, full, true},
+		{[]passKind{removal, full, verify}, full, true},
+		{[]passKind{removal, verify}, removal, false},
+		{[]passKind{verify, full, verify}, full, false},
+		{[]passKind{removal}, removal, false},
 	}
 	for _, tt := range tests {
 		block := make(chan struct{})
 		var got []passKind
+		var replaced bool
 		q := newQueue(1, func(name string, j job) {
 			if name == "blocker" {
 				<-block
 				return
 			}
 			got = append(got, j.kind)
+			replaced = j.replaced
 		})
 		q.kick("blocker", full, nil, nil)
 		wg := newBarrier()
@@ -161,8 +166,8 @@ func TestQueueRemovalMerging(t *testing.T) {
 		}
 		close(block)
 		wg.Wait()
-		if len(got) != 1 || got[0] != tt.want {
-			t.Errorf("kicks %v: passes %v, want one of kind %v", tt.kicks, got, tt.want)
+		if len(got) != 1 || got[0] != tt.want || replaced != tt.replaced {
+			t.Errorf("kicks %v: passes %v (replaced %v), want one of kind %v (replaced %v)", tt.kicks, got, replaced, tt.want, tt.replaced)
 		}
 	}
 }
