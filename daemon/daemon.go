@@ -240,7 +240,12 @@ func (d *Daemon) start(ctx context.Context) (<-chan event, <-chan os.Signal, fun
 	}
 	d.setPolicy(pol)
 	if d.orig, err = loadOriginals(d.cfg.StateDir, d.fs, d.log); err != nil {
-		return nil, nil, nil, err
+		if pol.Daemon.RestoreOnExit {
+			// Starting would write a new file over the values it
+			// could not read.
+			return nil, nil, nil, err
+		}
+		d.log.Warn("ignoring the original values file: restore_on_exit is off", "error", err)
 	}
 	// Listen before scanning, so a disk appearing during the scan is
 	// either seen by it or heard of afterwards.

@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -561,4 +564,41 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 			t.Errorf("a new disk's first writes logged as drift: %q", lines)
 		}
 	})
+}
+
+// An originals file that cannot be read keeps the daemon from starting only
+// when restore_on_exit needs it.
+func TestUnreadableOriginals(t *testing.T) {
+	fs := fakeTree(t, "loop20000")
+	stateDir := t.TempDir()
+	// A directory: reading it fails, even as root.
+	if err := os.Mkdir(filepath.Join(stateDir, "originals.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, testPolicy(""), func(cfg *Config) {
+		cfg.FS = fs
+		cfg.StateDir = stateDir
+		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+	})
+	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
+		t.Errorf("restore_on_exit off: scheduler %s, want mq-deadline", got)
+	}
+	if len(r.log.lines("level=WARN", "original values", "originals.json")) != 1 {
+		t.Errorf("no warning about the unreadable file:\n%s", r.log)
+	}
+
+	dir := t.TempDir()
+	policyPath := filepath.Join(dir, "policy.toml")
+	writeFile(t, policyPath, testPolicy("[daemon]\nrestore_on_exit = true\n"))
+	d, err := New(Config{PolicyPath: policyPath, FS: fs, StateDir: stateDir, RuntimeDir: filepath.Join(dir, "run"),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal),
+		dial: (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.Run(ctx); err == nil || !strings.Contains(err.Error(), "original values") {
+		t.Errorf("restore_on_exit on: Run = %v, want an error about the original values", err)
+	}
 }

@@ -47,6 +47,9 @@ type originalsFile struct {
 	Disks  map[string]*diskOriginals `json:"disks"`
 }
 
+// loadOriginals reads the originals file in dir. It returns an error when
+// the file is there but cannot be read, and then originals that remember
+// nothing.
 func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error) {
 	o := &originals{path: filepath.Join(dir, "originals.json"), fs: fs, bootID: bootID(), disks: map[string]*diskOriginals{}}
 	o.cond = sync.NewCond(&o.mu)
@@ -55,7 +58,7 @@ func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error
 	case errors.Is(err, os.ErrNotExist):
 		return o, nil
 	case err != nil:
-		return nil, fmt.Errorf("original values: %w", err)
+		return o, fmt.Errorf("original values: %w", err)
 	}
 	var f originalsFile
 	if err := json.Unmarshal(b, &f); err != nil {
