@@ -88,7 +88,13 @@ func TestIntegrationHotPlug(t *testing.T) {
 	names := loops(t, loopBase, 200)
 	took := waitConverged(t, names, 30*time.Second)
 	t.Logf("200 hot-plugged loops converged %s after the last was created", took)
-	if n := len(r.log.lines("msg=set", "attribute=scheduler", "from=none", "to=mq-deadline")); n != 200 {
+	// A pass logs its writes once they are all done: the last disks seen
+	// converged may not be logged yet.
+	logged := func() int { return len(r.log.lines("msg=set", "attribute=scheduler", "from=none", "to=mq-deadline")) }
+	for deadline := time.Now().Add(5 * time.Second); logged() < 200 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := logged(); n != 200 {
 		t.Errorf("%d scheduler changes logged for 200 disks", n)
 	}
 
