@@ -53,7 +53,7 @@ type Config struct {
 	// take 24 s one by one (KERNEL-NOTES); measured here with N at once,
 	// 64: 0.45 s, 128: 0.21-0.24 s, 256: 0.13-0.14 s, 512: 0.11-0.16 s,
 	// 1000: 0.12-0.13 s. Past 256 the kernel gains nothing and each
-	// blocked write only adds a thread (~50 KiB resident).
+	// blocked write only adds a thread (~18 KiB resident: threads.go).
 	Parallel int
 	// ScanTimeout bounds how long a scan waits for its passes (default
 	// 30 s): a disk whose write hangs is left to finish on its own.

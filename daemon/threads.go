@@ -11,9 +11,13 @@ import (
 
 // A burst of disks blocks one OS thread per disk in flight, each waiting
 // ~25 ms in the kernel for a scheduler switch, and Go keeps every thread it
-// ever made: after 1000 disks appeared at once, ~100-250 idle threads and
-// their stacks (~50 KiB each) would stay resident for good. Once the burst
-// is over, end the extra threads and give their memory back.
+// ever made: after 1000 disks appeared at once, ~140-200 idle threads stay,
+// ~18 KiB resident each (200 threads blocked in nanosleep, then idle: +3.6
+// MiB), and so does the heap the burst used. Once the burst is over, end the
+// extra threads and give their memory back. Measured with contrib/bench (1000
+// loops at once, VmRSS a second after the last burst): 11.5 MiB and 8
+// threads; with FreeOSMemory alone 13.8 MiB and 140; with neither 18.1 MiB
+// and 203 threads, still so 12 s later.
 
 // keepThreads is what an idle daemon needs: GOMAXPROCS running threads,
 // sysmon, the uevent reader blocked in recvmsg, and a spare or two.
