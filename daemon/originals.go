@@ -69,7 +69,7 @@ func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error
 		return o, nil // another boot's disks
 	}
 	for name, do := range f.Disks {
-		if do != nil && do.Values != nil && sysfs.ValidateName(name) == nil && diskSeq(fs, name) == do.DiskSeq {
+		if do != nil && do.Values != nil && sysfs.ValidateName(name) == nil && fs.DiskSeq(name) == do.DiskSeq {
 			o.disks[name] = do
 		}
 	}
@@ -89,7 +89,7 @@ func (o *originals) remember(dev *sysfs.Device, changes []plan.Change) error {
 	do := o.disks[name]
 	seq := ""
 	if do == nil || do.DiskSeq != "" {
-		seq = diskSeq(o.fs, name)
+		seq = o.fs.DiskSeq(name)
 	}
 	if do == nil || do.DiskSeq != seq {
 		do = &diskOriginals{DiskSeq: seq, Values: map[string]string{}}
@@ -164,7 +164,7 @@ func (o *originals) plans() []plan.Device {
 	defer o.mu.Unlock()
 	var out []plan.Device
 	for name, do := range o.disks {
-		if diskSeq(o.fs, name) != do.DiskSeq {
+		if o.fs.DiskSeq(name) != do.DiskSeq {
 			continue
 		}
 		p := plan.Device{Name: name}
@@ -228,16 +228,6 @@ func (d *Daemon) restore(writing []string) {
 		d.log.Error("writing the original values file", "error", err)
 	}
 	d.log.Info("original values restored", "disks", restored, "failed", len(results)-restored, "still_writing", all-len(plans))
-}
-
-// diskSeq is the disk's sequence number (block/NAME/diskseq, Linux 5.15+),
-// unique per disk until reboot; "" when the kernel has none.
-func diskSeq(fs sysfs.FS, name string) string {
-	b, err := os.ReadFile(filepath.Join(fs.Root(), "block", name, "diskseq"))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
 
 func bootID() string {

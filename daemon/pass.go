@@ -111,7 +111,7 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 	if err != nil {
 		return nil, policy.Evaluation{}, err
 	}
-	if rec.snap != nil && rec.snap.MajorMinor != dev.MajorMinor {
+	if rec.snap != nil && (rec.snap.MajorMinor != dev.MajorMinor || rec.snap.DiskSeq != dev.DiskSeq) {
 		// Another disk under the same name: its removal and arrival
 		// were among events lost (this is the rescan after).
 		d.renew(name, rec, j.props)
@@ -123,7 +123,7 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 		rec.props = udevProperties(d.cfg.UdevDataDir, dev.MajorMinor)
 	}
 	dev.Properties = rec.props
-	if prev := rec.snap; prev != nil && noWaitTested(prev) && prev.MajorMinor == dev.MajorMinor {
+	if prev := rec.snap; prev != nil && noWaitTested(prev) && prev.MajorMinor == dev.MajorMinor && prev.DiskSeq == dev.DiskSeq {
 		// A driver property: tested once per disk, and a test that could
 		// not tell (the node would not open) is not repeated every pass.
 		dev.NoWait, dev.NoWaitReason = prev.NoWait, prev.NoWaitReason

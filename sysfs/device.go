@@ -102,6 +102,10 @@ func IsTunable(name string) bool {
 type Device struct {
 	Name       string `json:"name"`
 	MajorMinor string `json:"major_minor"`
+	// DiskSeq is the kernel's sequence number of this disk (Linux 5.15+):
+	// a disk removed and created again under the same name and number
+	// gets a new one.
+	DiskSeq string `json:"diskseq,omitempty"`
 	// Path is the resolved device directory relative to the sysfs root,
 	// e.g. "devices/pci0000:00/0000:00:02.0/virtio1/block/vda".
 	Path   string `json:"path"`
@@ -229,6 +233,7 @@ func (s FS) DeviceFacts(name string, want Facts) (*Device, error) {
 			d.MajorMinor = mm
 		}
 	}
+	d.DiskSeq = r.text("diskseq")
 	if want&FactRemovable != 0 {
 		d.Removable = r.boolean("removable")
 	}

@@ -58,6 +58,19 @@ func (s FS) ReadQueueAttr(name, attr string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// DiskSeq reads the disk's sequence number (see Device.DiskSeq), "" when
+// the disk or the kernel has none.
+func (s FS) DiskSeq(name string) string {
+	if ValidateName(name) != nil {
+		return ""
+	}
+	b, err := s.readInRoot(filepath.Join(s.blockRel(name), "diskseq"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // ReadScheduler reads queue/scheduler of a disk: the active scheduler and
 // those offered.
 func (s FS) ReadScheduler(name string) (active string, offered []string, err error) {
