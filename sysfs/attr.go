@@ -138,3 +138,37 @@ func (s FS) openBelow(rel string, flags int) (int, error) {
 	}
 	return openAttr(p, flags|unix.O_NOFOLLOW)
 }
+
+// readlinkInRoot reads the link at rel below the root (not following it).
+func (s FS) readlinkInRoot(rel string) (string, error) {
+	if s.dir == nil {
+		return os.Readlink(s.path(rel))
+	}
+	var buf [512]byte
+	n, err := unix.Readlinkat(int(s.dir.Fd()), rel, buf[:])
+	switch {
+	case err != nil:
+		return "", &fs.PathError{Op: "readlink", Path: rel, Err: err}
+	case n == len(buf):
+		return os.Readlink(s.path(rel)) // longer than any sysfs path
+	}
+	return string(buf[:n]), nil
+}
+
+// openDir opens the directory at rel below the root, O_PATH: a handle to
+// open its attributes from, not an open file.
+func (s FS) openDir(rel string) (int, error) {
+	if s.dir == nil {
+		return openAttr(s.path(rel), unix.O_PATH|unix.O_DIRECTORY)
+	}
+	for {
+		fd, err := unix.Openat(int(s.dir.Fd()), rel, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
+		return fd, nil
+	}
+}

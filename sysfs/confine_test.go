@@ -83,3 +83,35 @@ func TestAbsoluteLinkResolvesInsideTheRoot(t *testing.T) {
 		t.Fatalf("writing a missing attribute: %v, want ENOENT (never a new file)", err)
 	}
 }
+
+// Queue attributes are opened through the directory a read found; when it
+// is gone (the disk removed and created again elsewhere), through block/.
+func TestRememberedDirectoryGoneFallsBackToBlock(t *testing.T) {
+	root := copyTree(t, cloudTree)
+	fs := newFS(t, root)
+	d, err := fs.Device("loop0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(root, d.Path)
+	moved := filepath.Join(root, "devices", "virtual", "block", "loop0-moved")
+	if err := os.Rename(old, moved); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "block", "loop0")
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../devices/virtual/block/loop0-moved", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.WriteQueueAttr("loop0", "nomerges", "2"); err != nil {
+		t.Fatalf("write after the disk moved: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(moved, "queue", "nomerges")); strings.TrimSpace(string(b)) != "2" {
+		t.Fatalf("nomerges in the new directory = %q", b)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Fatalf("the old directory was recreated: %v", err)
+	}
+}

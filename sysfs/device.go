@@ -224,6 +224,7 @@ func (s FS) DeviceFacts(name string, want Facts) (*Device, error) {
 	d := &Device{Name: name, Tunables: map[string]string{}, IOSched: map[string]string{}, Errors: []string{}}
 	d.Path, _ = filepath.Rel(s.rootAbs(), resolved)
 	d.Path = filepath.ToSlash(d.Path)
+	s.paths.set(name, d.Path)
 
 	r := reader{dir: resolved, fd: dirfd, dev: d}
 	if b, ok := r.read("dev", true); ok {
@@ -339,13 +340,15 @@ func (s FS) DeviceFacts(name string, want Facts) (*Device, error) {
 // lookup of one or two names where a full path takes eight, each one a
 // turn of kernfs's lock, which hot-plug itself holds to add its files.
 func (s FS) resolve(name string) (string, int, error) {
-	link := s.blockDir(name)
-	target, err := os.Readlink(link)
+	rel := s.blockRel(name)
+	target, err := s.readlinkInRoot(rel)
+	viaClass := s.noBlock
 	if errors.Is(err, fs.ErrNotExist) && !s.noBlock {
 		// Partitions are only in class/block: find them there to say so.
-		link = s.path("class", "block", name)
-		target, err = os.Readlink(link)
+		rel, viaClass = filepath.Join("class", "block", name), true
+		target, err = s.readlinkInRoot(rel)
 	}
+	link := s.path(rel)
 	var resolved string
 	switch {
 	case err == nil && filepath.IsAbs(target):
@@ -362,20 +365,25 @@ func (s FS) resolve(name string) (string, int, error) {
 	if abs, err := filepath.Abs(resolved); err == nil {
 		resolved = abs
 	}
-	if !isBelow(resolved, s.rootAbs()) {
+	root := s.rootAbs()
+	if !isBelow(resolved, root) {
 		// A copied tree whose links lead out of it (into the live /sys, say)
 		// would show, and let apply act on, another machine's disk.
 		return "", -1, fmt.Errorf("%s: its link leads out of the sysfs root %s, to %s: refused", name, s.root, resolved)
 	}
-	fd, err := openAttr(resolved, unix.O_PATH|unix.O_DIRECTORY)
+	// Opened from the root's descriptor: four names to look up on sysfs
+	// (devices/virtual/block/loop7), not the whole path from /.
+	inRoot, _ := filepath.Rel(root, resolved)
+	fd, err := s.openDir(inRoot)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", -1, fmt.Errorf("%w: %s", ErrNoDevice, name) // a dangling link
 	case err != nil:
 		return "", -1, fmt.Errorf("%s: %w", name, err)
 	}
+	// block/ holds whole disks only; class/block partitions too.
 	var st unix.Stat_t
-	if unix.Fstatat(fd, "partition", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+	if viaClass && unix.Fstatat(fd, "partition", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 		unix.Close(fd)
 		return "", -1, fmt.Errorf("%w: %s is a partition, not a whole disk", ErrNoDevice, name)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,6 +25,55 @@ type FS struct {
 	// noBlock: the tree has no block/ directory; disks are found through
 	// class/block instead.
 	noBlock bool
+	// paths remembers where each disk read lives, so its queue attributes
+	// are opened by their own path rather than through block/NAME.
+	paths *pathCache
+}
+
+// pathCache maps disk names to their directories relative to the root, as
+// resolve found them. Opening "devices/virtual/block/loop7/queue/scheduler"
+// looks up six names; "block/loop7/queue/scheduler" nine, the link
+// included, and every lookup takes kernfs's lock, which the kernel holds to
+// add each switched scheduler's iosched/ files: with 1000 disks switched at
+// once the lookups, not the writes, were the daemon's cost (perf). A path
+// that stopped working is forgotten and block/NAME used again.
+type pathCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// maxPaths bounds the cache: past it (disks churned by the thousand), it
+// starts again empty.
+const maxPaths = 8192
+
+func (c *pathCache) get(name string) string {
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[name]
+}
+
+func (c *pathCache) set(name, rel string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxPaths {
+		c.m = map[string]string{}
+	}
+	c.m[name] = rel
+}
+
+func (c *pathCache) forget(name string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, name)
 }
 
 // NewFS returns the sysfs tree rooted at root ("" means DefaultRoot). The root
@@ -39,7 +89,7 @@ func NewFS(root string) (FS, error) {
 	if !st.IsDir() {
 		return FS{}, fmt.Errorf("sysfs root %s: not a directory", root)
 	}
-	fs := FS{root: filepath.Clean(root)}
+	fs := FS{root: filepath.Clean(root), paths: &pathCache{m: map[string]string{}}}
 	// The descriptor lives as long as the FS; os.File's finalizer closes
 	// it when the FS is dropped.
 	if fs.dir, err = os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {

@@ -40,13 +40,9 @@ func (s FS) queueAttrRel(name, attr string) (string, error) {
 // ReadQueueAttr reads queue/<attr> of a disk. For "scheduler" it returns the
 // active scheduler's name, not the whole list.
 func (s FS) ReadQueueAttr(name, attr string) (string, error) {
-	rel, err := s.queueAttrRel(name, attr)
+	b, err := s.queueAttrDo(name, attr, "read", func(rel string) ([]byte, error) { return s.readInRoot(rel) })
 	if err != nil {
 		return "", err
-	}
-	b, err := s.readInRoot(rel)
-	if err != nil {
-		return "", &AttrError{Device: name, Attr: attr, Op: "read", Err: unwrapPath(err)}
 	}
 	if attr == "scheduler" {
 		active, _, err := ParseScheduler(b)
@@ -92,19 +88,41 @@ func (s FS) ReadScheduler(name string) (active string, offered []string, err err
 // (see writeAttr): a missing attribute (a tunable the queue hides, a disk that
 // went away) is ENOENT, never a new file.
 func (s FS) WriteQueueAttr(name, attr, value string) error {
+	_, err := s.queueAttrDo(name, attr, "write", func(rel string) ([]byte, error) { return nil, s.writeInRoot(rel, []byte(value)) })
+	return err
+}
+
+// queueAttrDo runs op on queue/<attr> of a disk: through the disk's own
+// directory when a read found it (see pathCache), else through block/NAME.
+// A remembered directory that is gone (the disk removed, or moved) is
+// forgotten and block/NAME tried.
+func (s FS) queueAttrDo(name, attr, verb string, op func(rel string) ([]byte, error)) ([]byte, error) {
 	rel, err := s.queueAttrRel(name, attr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := s.writeInRoot(rel, []byte(value)); err != nil {
-		var pe *fs.PathError
-		op := "write"
-		if errors.As(err, &pe) {
-			op = pe.Op
+	if dir := s.paths.get(name); dir != "" {
+		b, err := op(filepath.Join(dir, "queue", filepath.FromSlash(attr)))
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return b, attrError(name, attr, verb, err)
 		}
-		return &AttrError{Device: name, Attr: attr, Op: op, Err: unwrapPath(err)}
+		s.paths.forget(name)
 	}
-	return nil
+	b, err := op(rel)
+	return b, attrError(name, attr, verb, err)
+}
+
+// attrError words a failed read ("read") or write: a write names the step
+// that failed (open, write, close).
+func attrError(name, attr, verb string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *fs.PathError
+	if verb == "write" && errors.As(err, &pe) {
+		verb = pe.Op
+	}
+	return &AttrError{Device: name, Attr: attr, Op: verb, Err: unwrapPath(err)}
 }
 
 // AttrError is a failed read or write of one attribute of one disk.

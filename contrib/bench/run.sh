@@ -256,6 +256,10 @@ metric threads "$(status_kib $DAEMON_PID Threads)"
 # last rescan and ends the threads a burst left 1 s after it.
 log "iosched daemon: CPU while idle, ${IDLE_WINDOW} quiet seconds (at most $((3 * IDLE_WINDOW)) s)"
 bg "$LB" idle -pid $DAEMON_PID -settle 2s -quiet "$IDLE_WINDOW" -max $((3 * IDLE_WINDOW)) >"$TMP/idle.json"
+# Settled: the burst's extra threads ended and the memory it freed handed
+# back (the figure above is taken 0.3 s after the last rescan, before that).
+metric rss_settled_kib "$(status_kib $DAEMON_PID VmRSS)"
+metric threads_settled "$(status_kib $DAEMON_PID Threads)"
 
 log "iosched daemon: remove the $N while it runs"
 remove_loops $B

@@ -244,6 +244,7 @@ func printTable(w io.Writer, s Summary) {
 	row("iosched apply, no-op on the 1000 (process, s)", "apply_noop_s")
 	row("udevd re-trigger 'change' of 1000 already set + settle (s)", "udevd_retrigger_s")
 	row("daemon VmRSS, RssAnon, RssFile (KiB), threads; 1000 managed", "rss_kib", "rss_anon_kib", "rss_file_kib", "threads")
+	row("daemon VmRSS (KiB), threads; 1000 managed, settled after the idle watch", "rss_settled_kib", "threads_settled")
 	row("daemon VmHWM (KiB): after the burst, at the end", "hwm_after_burst_kib", "hwm_kib")
 	row("daemon idle: quiet seconds, CPU ticks (1/100 s) and context switches in them", "idle.quiet_seconds", "idle.quiet_ticks", "idle.quiet_switches")
 	row("idle watch: seconds in all, CPU ticks in all, uevents heard (all, block)", "idle.seconds", "idle.all_ticks", "idle.uevents", "idle.block_uevents")
