@@ -22,15 +22,7 @@ import (
 // fakeDaemon runs a daemon on a fake sysfs tree with a fake uevent socket.
 func fakeDaemon(t *testing.T, policyText string, disks ...string) (*running, *fakeConn) {
 	t.Helper()
-	fs := fakeTree(t, disks...)
-	c := newFakeConn()
-	fd := &fakeDialer{conns: []*fakeConn{c}}
-	r := start(t, policyText, func(cfg *Config) {
-		cfg.FS = fs
-		cfg.dial = fd.dial
-		cfg.stateDebounce = 10 * time.Millisecond
-	})
-	return r, c
+	return fakeDaemonWith(t, policyText, func(*Config) {}, disks...)
 }
 
 func (r *running) attr(t *testing.T, name, attr string) string {
