@@ -396,6 +396,29 @@ type reader struct {
 	dir string
 	fd  int
 	dev *Device
+	// top holds the names in the directory, listed once when first needed:
+	// a name not there is known absent without a lookup. On a loop disk
+	// classification alone asked for six absent names (device/driver, dm,
+	// md, loop, ...), each a lookup under kernfs's lock.
+	top map[string]bool
+}
+
+// absent reports whether rel's first element is known not to be in the
+// directory.
+func (r *reader) absent(rel string) bool {
+	if r.top == nil {
+		r.top = map[string]bool{}
+		if names, err := r.list("."); err == nil {
+			for _, n := range names {
+				r.top[n] = true
+			}
+		} else {
+			r.top = nil
+			return false
+		}
+	}
+	first, _, _ := strings.Cut(rel, "/")
+	return !r.top[first]
 }
 
 // read returns the file's contents. A missing file is only an error when
@@ -413,6 +436,9 @@ func (r *reader) read(rel string, required bool) ([]byte, bool) {
 }
 
 func (r *reader) readRel(rel string) ([]byte, error) {
+	if r.absent(rel) {
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: syscall.ENOENT}
+	}
 	for {
 		fd, err := unix.Openat(r.fd, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == unix.EINTR {
@@ -427,6 +453,9 @@ func (r *reader) readRel(rel string) ([]byte, error) {
 
 // readlink is the target of the link rel, or "" when there is none.
 func (r *reader) readlink(rel string) string {
+	if r.absent(rel) {
+		return ""
+	}
 	var buf [512]byte
 	n, err := unix.Readlinkat(r.fd, rel, buf[:])
 	if err != nil || n == len(buf) {
@@ -437,8 +466,25 @@ func (r *reader) readlink(rel string) string {
 
 // exists reports whether rel is there (a link counts, even dangling).
 func (r *reader) exists(rel string) bool {
+	if r.absent(rel) {
+		return false
+	}
+	if !strings.Contains(rel, "/") {
+		return true
+	}
 	var st unix.Stat_t
 	return unix.Fstatat(r.fd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
+// list lists the names in the directory rel.
+func (r *reader) list(rel string) ([]string, error) {
+	fd, err := unix.Openat(r.fd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 // names lists the directory rel: entries that are directories or links when
