@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,11 @@ type event struct {
 // parseEvent decodes one raw message and keeps it when it is an add, change
 // or remove of a whole disk; partitions and other subsystems are ignored.
 func parseEvent(raw []byte, udev bool) (event, bool, error) {
+	// Most uevents are not block disks' (a loop device brings a bdi one
+	// too): skip them before building the map of every variable.
+	if !bytes.Contains(raw, []byte("SUBSYSTEM=block\x00")) {
+		return event{}, false, nil
+	}
 	u, err := netlink.ParseUEvent(raw)
 	if err != nil {
 		return event{}, false, err
