@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/iosched/iosched/internal/treetest"
 )
 
 // cloudArgs runs a command on the cloud fixture tree with the cli test policy.
@@ -91,39 +93,8 @@ func TestPlanDetailedExitcode(t *testing.T) {
 	}
 }
 
-// copyTree copies a fixture tree (files and relative links) to a temp dir,
-// so apply can write to it.
-func copyTree(t *testing.T, src string) string {
-	t.Helper()
-	dst := filepath.Join(t.TempDir(), "sys")
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, to)
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(to, b, 0o644)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
+// copyTree copies a fixture tree so a test can change it.
+func copyTree(t *testing.T, src string) string { return treetest.Copy(t, src) }
 
 // snapshot maps every regular file of a tree to its contents.
 func snapshot(t *testing.T, root string) map[string]string {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/iosched/iosched/internal/treetest"
 )
 
 // The fixture trees, relative to this package's directory. See
@@ -412,44 +414,8 @@ func TestNoBlockTree(t *testing.T) {
 	}
 }
 
-// copyTree copies a fixture tree (files, directories, symlinks as links) so
-// a test can change it.
-func copyTree(t *testing.T, src string) string {
-	t.Helper()
-	dst := filepath.Join(t.TempDir(), "sys")
-	if err := os.CopyFS(dst, os.DirFS(src)); err == nil {
-		return dst
-	}
-	// os.CopyFS refuses symlinks; copy by hand.
-	os.RemoveAll(dst)
-	err := filepath.WalkDir(src, func(p string, e os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		out := filepath.Join(dst, rel)
-		switch {
-		case e.Type()&os.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, out)
-		case e.IsDir():
-			return os.MkdirAll(out, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(out, b, 0o644)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
+// copyTree copies a fixture tree so a test can change it.
+func copyTree(t *testing.T, src string) string { return treetest.Copy(t, src) }
 
 // TestDeviceRemovedAfterListing: a disk listed by Disks and gone before
 // Device reads it is ErrNoDevice, whichever link goes first.
