@@ -91,6 +91,7 @@ daemon that follows hot-plug uevents.`,
 		newDefaultPolicyCmd(e),
 		newDaemonCmd(e),
 		newStatusCmd(e),
+		newReloadCmd(e),
 	)
 	return root
 }

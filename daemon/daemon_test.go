@@ -141,6 +141,9 @@ func TestDaemonReload(t *testing.T) {
 		st := r.state(t)
 		return st.LastReload != nil && !st.LastReload.OK && len(st.LastReload.Errors) == 1 && strings.Contains(st.LastReload.Errors[0], "readahead_kb")
 	})
+	if st := r.state(t); st.LastReload.Seq != 1 || !st.LastReload.Done {
+		t.Errorf("a refused reload: seq %d done %v, want 1 and done", st.LastReload.Seq, st.LastReload.Done)
+	}
 
 	writeFile(t, r.policy, strings.Replace(testPolicy(""), "nr_requests = 64", "nr_requests = 32", 1))
 	r.signals <- syscall.SIGHUP
@@ -148,8 +151,11 @@ func TestDaemonReload(t *testing.T) {
 	r.waitAttr(t, "loop20001", "nr_requests", "32")
 	waitFor(t, 5*time.Second, "the state to tell the good reload", func() bool {
 		st := r.state(t)
-		return st.LastReload != nil && st.LastReload.OK
+		return st.LastReload != nil && st.LastReload.OK && st.LastReload.Done
 	})
+	if st := r.state(t); st.LastReload.Seq != 2 {
+		t.Errorf("second reload: seq %d, want 2", st.LastReload.Seq)
+	}
 	// The failed reload is history: no longer the last error.
 	if st := r.state(t); st.LastError != nil {
 		t.Errorf("last error after a good reload: %+v", st.LastError)

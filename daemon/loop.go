@@ -98,6 +98,7 @@ func (l *loop) scanned(r scanResult) {
 	if r.reloads > l.replanned {
 		l.replanned = r.reloads
 		if l.replanned == l.reloads {
+			l.d.noteReplanned()
 			l.ready()
 		}
 	}

@@ -48,9 +48,15 @@ type PolicyState struct {
 
 // Reload is the outcome of the last SIGHUP.
 type Reload struct {
+	// Seq counts the SIGHUPs taken since start: `iosched reload` waits
+	// for it to pass the value it saw before signalling.
+	Seq    int       `json:"seq"`
 	At     time.Time `json:"at"`
 	OK     bool      `json:"ok"`
 	Errors []string  `json:"errors,omitempty"`
+	// Done: an invalid policy was refused, or a valid one has re-planned
+	// every disk (READY=1 was sent).
+	Done bool `json:"done"`
 }
 
 // Scan is the last pass over every disk.
@@ -179,13 +185,27 @@ func (d *Daemon) noteChange(c Change) {
 
 func (d *Daemon) noteReload(ok bool, errs []string) {
 	d.mu.Lock()
-	d.report.reload = &Reload{At: time.Now(), OK: ok, Errors: errs}
+	seq := 1
+	if d.report.reload != nil {
+		seq = d.report.reload.Seq + 1
+	}
+	d.report.reload = &Reload{Seq: seq, At: time.Now(), OK: ok, Errors: errs, Done: !ok}
 	switch {
 	case !ok:
 		d.report.lastError = &Problem{At: time.Now(), Message: "policy reload failed: " + strings.Join(errs, "; ")}
 		d.report.reloadError = d.report.lastError
 	case d.report.lastError == d.report.reloadError:
 		d.report.lastError = nil // the policy it was about is gone
+	}
+	d.mu.Unlock()
+	d.markChanged()
+}
+
+// noteReplanned marks the last reload done: every disk re-planned under it.
+func (d *Daemon) noteReplanned() {
+	d.mu.Lock()
+	if d.report.reload != nil {
+		d.report.reload.Done = true
 	}
 	d.mu.Unlock()
 	d.markChanged()
