@@ -31,10 +31,7 @@ Exit status: 0 reloaded; 1 refused, or no answer within --timeout; 3 no daemon
 is running.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := daemon.ReadState(runtimeDir)
-			if errors.Is(err, daemon.ErrNotRunning) {
-				return &ExitError{Code: 3, Msg: err.Error()}
-			}
+			st, err := runningState(runtimeDir)
 			if err != nil {
 				return err
 			}

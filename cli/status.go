@@ -28,10 +28,7 @@ with the settings made on it. Exit 0 when a daemon runs, 3 when none does (as
 systemctl status).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := daemon.ReadState(runtimeDir)
-			if errors.Is(err, daemon.ErrNotRunning) {
-				return &ExitError{Code: 3, Msg: err.Error()}
-			}
+			st, err := runningState(runtimeDir)
 			if err != nil {
 				return err
 			}
@@ -45,6 +42,16 @@ systemctl status).`,
 	cmd.Flags().BoolVar(&all, "all", false, "list the disks no rule matched too")
 	cmd.Flags().StringVar(&runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "the daemon's runtime directory")
 	return cmd
+}
+
+// runningState reads the running daemon's state; none running is exit 3,
+// as systemctl says.
+func runningState(runtimeDir string) (*daemon.State, error) {
+	st, err := daemon.ReadState(runtimeDir)
+	if errors.Is(err, daemon.ErrNotRunning) {
+		return nil, &ExitError{Code: 3, Msg: err.Error()}
+	}
+	return st, err
 }
 
 func renderStatus(w io.Writer, st *daemon.State, all bool, now time.Time) error {

@@ -234,6 +234,13 @@ reconcile_interval = "0"`))
 // sendForged multicasts msg to the kernel uevent group from this process.
 func sendForged(t *testing.T, msg string) {
 	t.Helper()
+	multicast(t, 1, []byte(msg))
+}
+
+// multicast sends msg to a uevent netlink group (1: the kernel's, 2:
+// udevd's) from a socket of this process's.
+func multicast(t *testing.T, group uint32, msg []byte) {
+	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_KOBJECT_UEVENT)
 	if err != nil {
 		t.Fatal(err)
@@ -242,8 +249,8 @@ func sendForged(t *testing.T, msg string) {
 	if err := syscall.Bind(fd, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Sendto(fd, []byte(msg), 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK, Groups: 1}); err != nil {
-		t.Fatalf("sending to the kernel uevent group: %v", err)
+	if err := syscall.Sendto(fd, msg, 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK, Groups: group}); err != nil {
+		t.Fatalf("sending to uevent group %d: %v", group, err)
 	}
 }
 
@@ -296,15 +303,5 @@ func sendUdev(t *testing.T, name string, props ...string) {
 	binary.NativeEndian.PutUint32(h[12:], 40)                // header size
 	binary.NativeEndian.PutUint32(h[16:], 40)                // properties offset
 	binary.NativeEndian.PutUint32(h[20:], uint32(len(body))) // properties length
-	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_KOBJECT_UEVENT)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fd)
-	if err := syscall.Bind(fd, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Sendto(fd, append(h, body...), 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK, Groups: 2}); err != nil {
-		t.Fatalf("sending to the udev group: %v", err)
-	}
+	multicast(t, 2, append(h, body...))
 }
