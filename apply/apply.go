@@ -73,7 +73,20 @@ type Target interface {
 	Exists(name string) bool
 }
 
-var _ Target = sysfs.FS{}
+// WriteReader is a Target that can also write an attribute and read it
+// back through one open file, one lookup of its path where a write and a
+// read take two (sysfs.FS and sysfs.Disk can). written reports whether the
+// write was made; err is then the read's failure.
+type WriteReader interface {
+	WriteReadQueueAttr(name, attr, value string) (got string, written bool, err error)
+}
+
+var (
+	_ Target      = sysfs.FS{}
+	_ WriteReader = sysfs.FS{}
+	_ Target      = (*sysfs.Disk)(nil)
+	_ WriteReader = (*sysfs.Disk)(nil)
+)
 
 // Applier writes plans to one sysfs tree.
 type Applier struct {
@@ -198,12 +211,22 @@ func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result
 		o.Status = Planned
 		return
 	}
+	wr, oneOpen := a.FS.(WriteReader)
 	wait := a.backoff()
-	var err error
+	var (
+		got     string
+		written bool
+		err     error
+	)
 	for try := 0; ; try++ {
 		r.Writes++
-		err = a.FS.WriteQueueAttr(name, o.Attribute, o.To)
-		if err == nil || !errors.Is(err, syscall.EBUSY) || try >= a.retries() {
+		if oneOpen {
+			got, written, err = wr.WriteReadQueueAttr(name, o.Attribute, o.To)
+		} else if err = a.FS.WriteQueueAttr(name, o.Attribute, o.To); err == nil {
+			written = true
+			got, err = a.FS.ReadQueueAttr(name, o.Attribute)
+		}
+		if written || !errors.Is(err, syscall.EBUSY) || try >= a.retries() {
 			break
 		}
 		select {
@@ -216,12 +239,11 @@ func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result
 		}
 		wait *= 2
 	}
-	if err != nil {
+	if err != nil && !written {
 		o.Status, o.Err = Failed, err
 		r.Gone = sysfs.Gone(err) && !a.FS.Exists(name)
 		return
 	}
-	got, err := a.FS.ReadQueueAttr(name, o.Attribute)
 	switch {
 	case err != nil:
 		o.Status, o.Err = Failed, fmt.Errorf("written, but reading it back: %w", err)

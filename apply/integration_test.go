@@ -75,3 +75,33 @@ func TestIntegrationApplyLoops(t *testing.T) {
 		}
 	}
 }
+
+// Through a disk's open directory (what the daemon does for a new disk),
+// in the same order and with the same outcome as through the tree.
+func TestIntegrationApplyThroughDiskHandle(t *testing.T) {
+	looptest.Require(t)
+	fs := realFS(t)
+	l := looptest.Add(t, 7203)
+	disk, err := fs.OpenDisk(l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	p := plan.Device{Name: l.Name, Changes: []plan.Change{
+		{Attribute: "scheduler", From: "none", To: "mq-deadline", Rule: "test"},
+		{Attribute: "nr_requests", To: "64", Rule: "test", After: "scheduler"},
+		{Attribute: "iosched/fifo_batch", To: "8", Rule: "test", After: "scheduler"},
+	}}
+	r := (&Applier{FS: disk}).Device(context.Background(), p)
+	if r.Failed() || r.Writes != 3 {
+		t.Fatalf("%d writes, %+v", r.Writes, r.Outcomes)
+	}
+	for _, o := range r.Outcomes {
+		if o.Status != Written || o.Got != o.To {
+			t.Errorf("%s: %s, got %q", o.Attribute, o.Status, o.Got)
+		}
+		if got, err := fs.ReadQueueAttr(l.Name, o.Attribute); err != nil || got != o.To {
+			t.Errorf("%s read by name = %q, %v; want %q", o.Attribute, got, err, o.To)
+		}
+	}
+}

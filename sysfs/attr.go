@@ -155,14 +155,14 @@ func (s FS) readlinkInRoot(rel string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// openDir opens the directory at rel below the root, O_PATH: a handle to
-// open its attributes from, not an open file.
+// openDir opens the directory at rel below the root: a handle to open its
+// attributes from, and to list it (so not O_PATH).
 func (s FS) openDir(rel string) (int, error) {
 	if s.dir == nil {
-		return openAttr(s.path(rel), unix.O_PATH|unix.O_DIRECTORY)
+		return openAttr(s.path(rel), unix.O_RDONLY|unix.O_DIRECTORY)
 	}
 	for {
-		fd, err := unix.Openat(int(s.dir.Fd()), rel, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(int(s.dir.Fd()), rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err == unix.EINTR {
 			continue
 		}

@@ -127,3 +127,44 @@ func TestIntegrationRemovedAfterListing(t *testing.T) {
 		t.Errorf("/sys/block/%s still there: %v", l.Name, err)
 	}
 }
+
+// A Disk handle on a real loop: the scheduler switched and read back
+// through one open file; once the loop is removed, and another created
+// under its name, nothing goes through the old handle to the new disk.
+func TestIntegrationDiskHandle(t *testing.T) {
+	looptest.Require(t)
+	l := looptest.Add(t, 7102)
+	fs := realFS(t)
+	disk, err := fs.OpenDisk(l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	d, err := disk.Facts(0, sysfs.Ident{})
+	if err != nil || d.MajorMinor != "7:7102" || d.Scheduler == nil || *d.Scheduler != "none" {
+		t.Fatalf("Facts = %+v, %v", d, err)
+	}
+	got, written, err := disk.WriteReadQueueAttr(l.Name, "scheduler", "mq-deadline")
+	if err != nil || !written || got != "mq-deadline" {
+		t.Fatalf("WriteReadQueueAttr = %q, %v, %v", got, written, err)
+	}
+	// Through the handle too: mq-deadline's own files are there now.
+	if v, err := disk.ReadQueueAttr(l.Name, "iosched/fifo_batch"); err != nil || v == "" {
+		t.Errorf("mq-deadline's fifo_batch through the handle = %q, %v", v, err)
+	}
+
+	if err := looptest.RemoveRaw(l.N); err != nil {
+		t.Fatal(err)
+	}
+	again := looptest.Add(t, 7102)
+	if disk.Exists(l.Name) {
+		t.Error("the old handle says its disk exists after removal")
+	}
+	_, written, err = disk.WriteReadQueueAttr(l.Name, "scheduler", "mq-deadline")
+	if written || !sysfs.Gone(err) {
+		t.Errorf("write through the removed disk's handle: written %v, %v", written, err)
+	}
+	if v, err := fs.ReadQueueAttr(again.Name, "scheduler"); err != nil || v != "none" {
+		t.Errorf("the new %s: scheduler %q, %v; want none, untouched", again.Name, v, err)
+	}
+}

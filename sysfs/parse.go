@@ -95,3 +95,7 @@ func parseMajorMinor(b []byte) (string, error) {
 	}
 	return s, nil
 }
+
+// ParseMajorMinor checks a device number written "major:minor" (as a uevent's
+// MAJOR and MINOR make it) and returns it as the dev attribute shows it.
+func ParseMajorMinor(s string) (string, error) { return parseMajorMinor([]byte(s)) }

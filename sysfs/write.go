@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // attrRe is the shape of every attribute iosched writes: "scheduler", a
@@ -31,10 +33,17 @@ func (s FS) queueAttrRel(name, attr string) (string, error) {
 	if err := ValidateName(name); err != nil {
 		return "", err
 	}
-	if !attrRe.MatchString(attr) || !(attr == "scheduler" || IsTunable(attr) || strings.HasPrefix(attr, "iosched/")) {
-		return "", fmt.Errorf("%s: attribute %q is not one iosched manages", name, attr)
+	if err := checkAttr(name, attr); err != nil {
+		return "", err
 	}
 	return filepath.Join(s.blockRel(name), "queue", filepath.FromSlash(attr)), nil
+}
+
+func checkAttr(name, attr string) error {
+	if !attrRe.MatchString(attr) || !(attr == "scheduler" || IsTunable(attr) || strings.HasPrefix(attr, "iosched/")) {
+		return fmt.Errorf("%s: attribute %q is not one iosched manages", name, attr)
+	}
+	return nil
 }
 
 // ReadQueueAttr reads queue/<attr> of a disk. For "scheduler" it returns the
@@ -44,10 +53,16 @@ func (s FS) ReadQueueAttr(name, attr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return attrValue(name, attr, "read", b)
+}
+
+// attrValue is the value an attribute's contents hold: for "scheduler" the
+// active scheduler's name, not the whole list.
+func attrValue(name, attr, op string, b []byte) (string, error) {
 	if attr == "scheduler" {
 		active, _, err := ParseScheduler(b)
 		if err != nil {
-			return "", &AttrError{Device: name, Attr: attr, Op: "read", Err: err}
+			return "", &AttrError{Device: name, Attr: attr, Op: op, Err: err}
 		}
 		return active, nil
 	}
@@ -90,6 +105,55 @@ func (s FS) ReadScheduler(name string) (active string, offered []string, err err
 func (s FS) WriteQueueAttr(name, attr, value string) error {
 	_, err := s.queueAttrDo(name, attr, "write", func(rel string) ([]byte, error) { return nil, s.writeInRoot(rel, []byte(value)) })
 	return err
+}
+
+// WriteReadQueueAttr writes value to queue/<attr> of a disk and reads back
+// what the kernel kept, through one open file: one lookup of the path where
+// a write and a read take two. written reports whether the write was made;
+// err is then the read's failure, if any.
+func (s FS) WriteReadQueueAttr(name, attr, value string) (got string, written bool, err error) {
+	var b []byte
+	_, err = s.queueAttrDo(name, attr, "write", func(rel string) ([]byte, error) {
+		fd, err := s.openInRoot(rel, unix.O_RDWR|unix.O_TRUNC)
+		if err != nil {
+			return nil, err
+		}
+		b, written, err = writeRead(fd, rel, value)
+		return nil, err
+	})
+	if err != nil {
+		return "", written, err
+	}
+	got, err = attrValue(name, attr, "read back", b)
+	return got, true, err
+}
+
+// writeRead writes value to fd in one write(2), then reads the attribute
+// again from offset 0 (sysfs shows it afresh: seq_file starts over at 0),
+// and closes fd.
+func writeRead(fd int, path, value string) ([]byte, bool, error) {
+	defer unix.Close(fd)
+	for {
+		_, err := unix.Write(fd, []byte(value))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, false, &fs.PathError{Op: "write", Path: path, Err: err}
+		}
+		break
+	}
+	var buf [maxAttr]byte
+	for {
+		n, err := unix.Pread(fd, buf[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, true, &fs.PathError{Op: "read back", Path: path, Err: err}
+		}
+		return append([]byte(nil), buf[:n]...), true, nil
+	}
 }
 
 // queueAttrDo runs op on queue/<attr> of a disk: through the disk's own
