@@ -64,6 +64,7 @@ values stay remembered for the next stop.`,
 			if err != nil {
 				return &ExitError{Code: 2, Msg: err.Error()}
 			}
+			daemon.SetProcs()
 			err = d.Run(cmd.Context())
 			var pe *daemon.PolicyError
 			if errors.As(err, &pe) {

@@ -196,7 +196,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			case ev.action == "remove":
 				d.queue.kick(ev.name, removal, nil, nil)
 			default:
-				d.queue.kick(ev.name, full, ev.props, nil)
+				d.queue.kick(ev.name, full, &ev, nil)
 			}
 		case <-l.reconcile:
 			l.scan(verify, "reconcile")
@@ -212,7 +212,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 			l.releaseSoon()
 		case <-l.release:
 			l.release = nil
-			go releaseThreads()
+			if d.queue.active() {
+				// Not in the middle of the next burst: it needs
+				// those threads, and the memory given back would
+				// be faulted in again.
+				l.releaseSoon()
+			} else {
+				go releaseThreads()
+			}
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:

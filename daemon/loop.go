@@ -116,8 +116,8 @@ func (l *loop) flushSoon() {
 	}
 }
 
-// releaseSoon ends the threads a burst left behind, unless another burst
-// comes within a second.
+// releaseSoon ends the threads a burst left behind a second from now, or
+// later if passes are running then.
 func (l *loop) releaseSoon() {
 	l.release = time.After(time.Second)
 }

@@ -57,7 +57,10 @@ func (d *Daemon) pass(name string, j job) {
 	}
 	pol := d.policy.Load()
 	rec := d.record(name)
-	dev, ev, err := d.observe(pol, name, rec, j)
+	dev, ev, disk, err := d.observe(pol, name, rec, j)
+	if disk != nil {
+		defer disk.Close()
+	}
 	if err != nil {
 		if sysfs.Gone(err) {
 			d.forget(name)
@@ -74,7 +77,11 @@ func (d *Daemon) pass(name string, j job) {
 				d.log.Error("remembering original values; restore_on_exit may not restore them", "device", name, "error", err)
 			}
 		}
-		res = d.applier.Device(d.passCtx, p)
+		applier := d.applier
+		if disk != nil {
+			applier.FS = disk // written where it was read
+		}
+		res = applier.Device(d.passCtx, p)
 		d.writes.Add(int64(res.Writes))
 		if res.Gone {
 			d.forget(name)
@@ -89,10 +96,12 @@ func (d *Daemon) pass(name string, j job) {
 
 // observe reads what the pass needs. A verify pass re-reads only the
 // attributes the policy sets, a handful of small files, so a reconcile of
-// 1000 disks costs milliseconds; a full one reads the disk's facts the policy
-// tests. A verify pass is full too when the policy (reloaded) tests a fact
-// the snapshot was not read with, or NOWAIT, never tested on this disk.
-func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sysfs.Device, policy.Evaluation, error) {
+// 1000 disks costs milliseconds; a full one opens the disk's directory and
+// reads the facts the policy tests, and returns the directory still open
+// for the writes (the caller closes it). A verify pass is full too when the
+// policy (reloaded) tests a fact the snapshot was not read with, or NOWAIT,
+// never tested on this disk.
+func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sysfs.Device, policy.Evaluation, *sysfs.Disk, error) {
 	needs := pol.Needs()
 	if j.props != nil {
 		rec.props = j.props
@@ -103,13 +112,18 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 		ev := d.cfg.evaluate(pol, dev)
 		err := d.refresh(dev, ev)
 		if err == nil || sysfs.Gone(err) {
-			return dev, ev, err
+			return dev, ev, nil, err
 		}
 		// Something unexpected: read the disk afresh.
 	}
-	dev, err := d.fs.DeviceFacts(name, needs)
+	disk, err := d.fs.OpenDisk(name)
 	if err != nil {
-		return nil, policy.Evaluation{}, err
+		return nil, policy.Evaluation{}, nil, err
+	}
+	dev, err := disk.Facts(needs, j.ident)
+	if err != nil {
+		disk.Close()
+		return nil, policy.Evaluation{}, nil, err
 	}
 	if rec.snap != nil && (rec.snap.MajorMinor != dev.MajorMinor || rec.snap.DiskSeq != dev.DiskSeq) {
 		// Another disk under the same name: its removal and arrival
@@ -128,7 +142,7 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 		// not tell (the node would not open) is not repeated every pass.
 		dev.NoWait, dev.NoWaitReason = prev.NoWait, prev.NoWaitReason
 	}
-	return dev, d.evaluateProbing(pol, dev), nil
+	return dev, d.evaluateProbing(pol, dev), disk, nil
 }
 
 func noWaitTested(d *sysfs.Device) bool { return d.NoWait != nil || d.NoWaitReason != "" }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +41,9 @@ type event struct {
 	name   string // the kernel name, as in /sys/block
 	// props are the udev properties, in udev mode only.
 	props map[string]string
+	// ident is the disk's MAJOR:MINOR and DISKSEQ (when the kernel sends
+	// it); empty when the event lacks MAJOR or MINOR.
+	ident sysfs.Ident
 	// lost: events may have been dropped, so every disk must be rescanned.
 	lost bool
 }
@@ -75,6 +79,13 @@ func parseEvent(raw []byte, udev bool) (event, bool, error) {
 		return event{}, false, fmt.Errorf("uevent with unusable DEVPATH %q", devpath)
 	}
 	ev := event{action: string(u.Action), name: name}
+	if maj, min := u.Env["MAJOR"], u.Env["MINOR"]; maj != "" && min != "" {
+		mm, err := sysfs.ParseMajorMinor(maj + ":" + min)
+		seq := u.Env["DISKSEQ"]
+		if _, serr := strconv.ParseUint(seq, 10, 64); err == nil && (seq == "" || serr == nil) {
+			ev.ident = sysfs.Ident{MajorMinor: mm, DiskSeq: seq}
+		}
+	}
 	if udev {
 		ev.props = u.Env
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/sysfs"
 	"github.com/pilebones/go-udev/netlink"
 )
 
@@ -42,6 +43,15 @@ func TestParseEvent(t *testing.T) {
 		{"the kernel name, not DEVNAME", []byte("add@/devices/pci0000:00/cciss!c0d0\x00ACTION=add\x00DEVPATH=/devices/pci0000:00/cciss!c0d0\x00SUBSYSTEM=block\x00DEVNAME=cciss/c0d0\x00DEVTYPE=disk\x00"), false, true, event{action: "add", name: "cciss!c0d0"}, false},
 		{"garbage", []byte("hello"), false, false, event{}, false},
 		{"garbage that says block", []byte("hello\x00SUBSYSTEM=block\x00"), false, false, event{}, true},
+		{"the identity from MAJOR, MINOR and DISKSEQ",
+			[]byte("add@/devices/virtual/block/loop7\x00ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=7\x00DEVNAME=loop7\x00DEVTYPE=disk\x00DISKSEQ=42\x00"),
+			false, true, event{action: "add", name: "loop7", ident: sysfs.Ident{MajorMinor: "7:7", DiskSeq: "42"}}, false},
+		{"no DISKSEQ (before 5.15)",
+			[]byte("add@/devices/virtual/block/loop7\x00ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=7\x00DEVTYPE=disk\x00"),
+			false, true, event{action: "add", name: "loop7", ident: sysfs.Ident{MajorMinor: "7:7"}}, false},
+		{"an unusable identity is left to be read",
+			[]byte("add@/devices/virtual/block/loop7\x00ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=x\x00DEVTYPE=disk\x00DISKSEQ=1\x00"),
+			false, true, event{action: "add", name: "loop7"}, false},
 		{"udev mode keeps the properties",
 			udevMsg("ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00DEVTYPE=disk\x00DEVNAME=/dev/loop7\x00ID_BUS=ata\x00"),
 			true, true, event{action: "add", name: "loop7", props: map[string]string{"ID_BUS": "ata"}}, false},
@@ -55,8 +65,8 @@ func TestParseEvent(t *testing.T) {
 			if ok != tt.ok {
 				t.Fatalf("kept = %v, want %v", ok, tt.ok)
 			}
-			if got.action != tt.want.action || got.name != tt.want.name {
-				t.Errorf("got %s %s, want %s %s", got.action, got.name, tt.want.action, tt.want.name)
+			if got.action != tt.want.action || got.name != tt.want.name || got.ident != tt.want.ident {
+				t.Errorf("got %s %s %+v, want %s %s %+v", got.action, got.name, got.ident, tt.want.action, tt.want.name, tt.want.ident)
 			}
 			for k, v := range tt.want.props {
 				if got.props[k] != v {

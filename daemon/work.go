@@ -4,6 +4,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/iosched/iosched/sysfs"
 )
 
 // passKind says how much of a disk a pass reads.
@@ -26,17 +28,22 @@ const removal passKind = -1
 
 // job is what is owed to one disk: the strongest kind asked for since its
 // last pass started (a removal only when it came last), the newest udev
-// properties, and who waits for it.
+// properties, the disk's identity from the newest uevent, and who waits for
+// it.
 type job struct {
 	kind  passKind
 	props map[string]string
+	// ident is the device number and diskseq the newest uevent gave, so a
+	// full pass need not read them; zero when a scan asked too (the scan
+	// after lost events must read them afresh).
+	ident sysfs.Ident
 	// replaced: a removal came before the event asking for this pass, so
 	// the disk is another one under the same name.
 	replaced bool
 	waiters  []*barrier
 }
 
-func (j *job) merge(kind passKind, props map[string]string, wg *barrier) {
+func (j *job) merge(kind passKind, ev *event, wg *barrier) {
 	// The newer of a removal and an event wins.
 	switch {
 	case kind == removal:
@@ -46,8 +53,14 @@ func (j *job) merge(kind passKind, props map[string]string, wg *barrier) {
 	case j.kind != removal:
 		j.kind = max(j.kind, kind)
 	}
-	if props != nil {
-		j.props = props
+	switch {
+	case ev == nil:
+		j.ident = sysfs.Ident{}
+	case ev.props != nil:
+		j.props = ev.props
+		fallthrough
+	default:
+		j.ident = ev.ident
 	}
 	if wg != nil {
 		wg.Add(1)
@@ -88,9 +101,9 @@ func newQueue(limit int, run func(string, job)) *queue {
 	return &queue{limit: limit, run: run, slots: map[string]*slot{}}
 }
 
-// kick asks for a pass over name. wg, when set, is done once a pass that
-// started after this call has finished.
-func (q *queue) kick(name string, kind passKind, props map[string]string, wg *barrier) {
+// kick asks for a pass over name, for the uevent ev (nil: a scan). wg, when
+// set, is done once a pass that started after this call has finished.
+func (q *queue) kick(name string, kind passKind, ev *event, wg *barrier) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -101,7 +114,7 @@ func (q *queue) kick(name string, kind passKind, props map[string]string, wg *ba
 		s = &slot{next: job{kind: kind}}
 		q.slots[name] = s
 	}
-	s.next.merge(kind, props, wg)
+	s.next.merge(kind, ev, wg)
 	switch {
 	case s.busy:
 		s.dirty = true
@@ -157,6 +170,13 @@ func (q *queue) work() {
 	if peak > 0 && q.idle != nil {
 		q.idle(peak)
 	}
+}
+
+// active reports whether any pass is queued or running.
+func (q *queue) active() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.workers > 0
 }
 
 // busy lists the disks whose pass is running.

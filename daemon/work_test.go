@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/iosched/iosched/sysfs"
 )
 
 // A burst of events for a disk being handled makes exactly one more pass.
@@ -48,7 +50,7 @@ func TestQueueMergesIntoAQueuedPass(t *testing.T) {
 	q.kick("blocker", full, nil, nil) // holds the only worker
 	wg := newBarrier()
 	q.kick("loop20000", verify, nil, wg)
-	q.kick("loop20000", full, map[string]string{"ID_BUS": "ata"}, wg)
+	q.kick("loop20000", full, &event{props: map[string]string{"ID_BUS": "ata"}}, wg)
 	q.kick("loop20000", verify, nil, wg)
 	close(block)
 	wg.Wait()
@@ -169,5 +171,23 @@ func TestQueueRemovalMerging(t *testing.T) {
 		if len(got) != 1 || got[0] != tt.want || replaced != tt.replaced {
 			t.Errorf("kicks %v: passes %v (replaced %v), want one of kind %v (replaced %v)", tt.kicks, got, replaced, tt.want, tt.replaced)
 		}
+	}
+}
+
+// A merged pass takes the identity of the newest uevent, and none when a
+// scan asked for it too: the scan after lost events reads it afresh.
+func TestJobMergeIdent(t *testing.T) {
+	a := &event{ident: sysfs.Ident{MajorMinor: "7:1", DiskSeq: "1"}}
+	b := &event{ident: sysfs.Ident{MajorMinor: "7:1", DiskSeq: "2"}}
+	var j job
+	j.merge(full, a, nil)
+	j.merge(removal, &event{}, nil)
+	j.merge(full, b, nil)
+	if j.ident != b.ident || !j.replaced || j.kind != full {
+		t.Errorf("after add, remove, add: %+v, want the second disk's identity, replaced", j)
+	}
+	j.merge(full, nil, nil)
+	if j.ident != (sysfs.Ident{}) {
+		t.Errorf("after a scan: identity %+v, want none", j.ident)
 	}
 }
