@@ -156,19 +156,36 @@ func (s FS) readlinkInRoot(rel string) (string, error) {
 }
 
 // openDir opens the directory at rel below the root: a handle to open its
-// attributes from, and to list it (so not O_PATH).
-func (s FS) openDir(rel string) (int, error) {
+// attributes from, and to list it (so not O_PATH). confined reports that
+// the open was confined to the root (openat2 RESOLVE_IN_ROOT, as for
+// writes): only then may writes be opened relative to it.
+func (s FS) openDir(rel string) (fd int, confined bool, err error) {
 	if s.dir == nil {
-		return openAttr(s.path(rel), unix.O_RDONLY|unix.O_DIRECTORY)
+		fd, err := openAttr(s.path(rel), unix.O_RDONLY|unix.O_DIRECTORY)
+		return fd, false, err
 	}
+	how := unix.OpenHow{Flags: uint64(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC), Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
 	for {
-		fd, err := unix.Openat(int(s.dir.Fd()), rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
+		fd, err := unix.Openat2(int(s.dir.Fd()), rel, &how)
+		switch err {
+		case nil:
+			return fd, true, nil
+		case unix.EINTR, unix.EAGAIN:
 			continue
+		case unix.ENOSYS, unix.EPERM:
+			// No openat2 (see openInRoot): reads may go through it;
+			// writes go by path, confined by hand.
+			for {
+				fd, err := unix.Openat(int(s.dir.Fd()), rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil {
+					return -1, false, &fs.PathError{Op: "open", Path: rel, Err: err}
+				}
+				return fd, false, nil
+			}
 		}
-		if err != nil {
-			return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
-		}
-		return fd, nil
+		return -1, false, &fs.PathError{Op: "open", Path: rel, Err: err}
 	}
 }

@@ -357,7 +357,7 @@ func (disk *Disk) Facts(want Facts, known Ident) (*Device, error) {
 // element; every attribute is then opened relative to the directory, a
 // lookup of one or two names where a full path takes eight, each one a
 // turn of kernfs's lock, which hot-plug itself holds to add its files.
-func (s FS) resolve(name string) (string, int, error) {
+func (s FS) resolve(name string) (string, int, bool, error) {
 	rel := s.blockRel(name)
 	target, err := s.readlinkInRoot(rel)
 	viaClass := s.noBlock
@@ -376,9 +376,9 @@ func (s FS) resolve(name string) (string, int, error) {
 	case errors.Is(err, syscall.EINVAL):
 		resolved = link // a directory, not a link (a hand-made tree)
 	case errors.Is(err, fs.ErrNotExist):
-		return "", -1, fmt.Errorf("%w: %s", ErrNoDevice, name)
+		return "", -1, false, fmt.Errorf("%w: %s", ErrNoDevice, name)
 	default:
-		return "", -1, fmt.Errorf("%s: %w", name, err)
+		return "", -1, false, fmt.Errorf("%s: %w", name, err)
 	}
 	if abs, err := filepath.Abs(resolved); err == nil {
 		resolved = abs
@@ -387,25 +387,25 @@ func (s FS) resolve(name string) (string, int, error) {
 	if !isBelow(resolved, root) {
 		// A copied tree whose links lead out of it (into the live /sys, say)
 		// would show, and let apply act on, another machine's disk.
-		return "", -1, fmt.Errorf("%s: its link leads out of the sysfs root %s, to %s: refused", name, s.root, resolved)
+		return "", -1, false, fmt.Errorf("%s: its link leads out of the sysfs root %s, to %s: refused", name, s.root, resolved)
 	}
 	// Opened from the root's descriptor: four names to look up on sysfs
 	// (devices/virtual/block/loop7), not the whole path from /.
 	inRoot, _ := filepath.Rel(root, resolved)
-	fd, err := s.openDir(inRoot)
+	fd, confined, err := s.openDir(inRoot)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", -1, fmt.Errorf("%w: %s", ErrNoDevice, name) // a dangling link
+		return "", -1, false, fmt.Errorf("%w: %s", ErrNoDevice, name) // a dangling link
 	case err != nil:
-		return "", -1, fmt.Errorf("%s: %w", name, err)
+		return "", -1, false, fmt.Errorf("%s: %w", name, err)
 	}
 	// block/ holds whole disks only; class/block partitions too.
 	var st unix.Stat_t
 	if viaClass && unix.Fstatat(fd, "partition", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 		unix.Close(fd)
-		return "", -1, fmt.Errorf("%w: %s is a partition, not a whole disk", ErrNoDevice, name)
+		return "", -1, false, fmt.Errorf("%w: %s is a partition, not a whole disk", ErrNoDevice, name)
 	}
-	return resolved, fd, nil
+	return resolved, fd, confined, nil
 }
 
 // reader reads attributes below one device directory, opened as fd, and

@@ -23,7 +23,10 @@ type Disk struct {
 	name string
 	dir  string // the directory, absolute, as resolved
 	fd   int    // the directory, open
-	top  map[string]bool
+	// confined: fd was opened confined to the root, so writes may be
+	// opened from it; else they go by path (FS.WriteReadQueueAttr).
+	confined bool
+	top      map[string]bool
 }
 
 // OpenDisk finds a disk's directory, as DeviceFacts does, and opens it.
@@ -31,11 +34,11 @@ func (s FS) OpenDisk(name string) (*Disk, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	dir, fd, err := s.resolve(name)
+	dir, fd, confined, err := s.resolve(name)
 	if err != nil {
 		return nil, err
 	}
-	return &Disk{fs: s, name: name, dir: dir, fd: fd}, nil
+	return &Disk{fs: s, name: name, dir: dir, fd: fd, confined: confined}, nil
 }
 
 // Name is the disk's name.
@@ -90,6 +93,9 @@ func (disk *Disk) WriteReadQueueAttr(name, attr, value string) (got string, writ
 	rel, err := disk.attrRel(name, attr)
 	if err != nil {
 		return "", false, err
+	}
+	if !disk.confined {
+		return disk.fs.WriteReadQueueAttr(name, attr, value)
 	}
 	fd, err := disk.open(rel, unix.O_RDWR|unix.O_TRUNC)
 	if err == errNoOpenat2 {

@@ -144,3 +144,46 @@ func TestDiskWriteStaysBelowDirectory(t *testing.T) {
 		t.Fatalf("the file outside was written: %q", b)
 	}
 }
+
+// A disk's directory reached through a link out of the root (here devices/
+// itself, as in a tree copied with one link too many) is not opened for
+// writing: the handle is opened confined to the root, like every write.
+func TestDiskDirectoryThroughLinkOutOfRoot(t *testing.T) {
+	for _, target := range []string{"abs", "../outside/devices"} {
+		t.Run(target, func(t *testing.T) {
+			base := t.TempDir()
+			outsideDev := filepath.Join(base, "outside", "devices", "virtual", "block", "loop0")
+			if err := os.MkdirAll(filepath.Join(outsideDev, "queue"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for f, v := range map[string]string{"dev": "7:0\n", "queue/scheduler": "[none] mq-deadline\n"} {
+				if err := os.WriteFile(filepath.Join(outsideDev, f), []byte(v), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			root := filepath.Join(base, "sys")
+			if err := os.MkdirAll(filepath.Join(root, "block"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			link := target
+			if target == "abs" {
+				link = filepath.Join(base, "outside", "devices")
+			}
+			if err := os.Symlink(link, filepath.Join(root, "devices")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../devices/virtual/block/loop0", filepath.Join(root, "block", "loop0")); err != nil {
+				t.Fatal(err)
+			}
+			fs := newFS(t, root)
+			if disk, err := fs.OpenDisk("loop0"); err == nil {
+				disk.WriteQueueAttr("loop0", "scheduler", "mq-deadline")
+				disk.Close()
+			}
+			fs.WriteQueueAttr("loop0", "scheduler", "mq-deadline")
+			if b, _ := os.ReadFile(filepath.Join(outsideDev, "queue", "scheduler")); string(b) != "[none] mq-deadline\n" {
+				t.Fatalf("the file outside the root was written: %q", b)
+			}
+		})
+	}
+}
