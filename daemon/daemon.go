@@ -24,7 +24,7 @@ import (
 const (
 	DefaultRuntimeDir = "/run/iosched"
 	DefaultStateDir   = "/var/lib/iosched"
-	DefaultParallel   = 256
+	DefaultParallel   = 192
 )
 
 // Config is what a daemon needs; the zero value of each field means its
@@ -47,13 +47,16 @@ type Config struct {
 	// process (the original values restore_on_exit puts back).
 	RuntimeDir string
 	StateDir   string
-	// Parallel bounds how many disks are handled at once (default 256).
+	// Parallel bounds how many disks are handled at once (default 192).
 	// A scheduler switch blocks its thread ~25 ms in the kernel waiting
 	// for RCU grace periods, which overlap across disks: 1000 switches
-	// take 24 s one by one (KERNEL-NOTES); measured here with N at once,
-	// 64: 0.45 s, 128: 0.21-0.24 s, 256: 0.13-0.14 s, 512: 0.11-0.16 s,
-	// 1000: 0.12-0.13 s. Past 256 the kernel gains nothing and each
-	// blocked write only adds a thread (~18 KiB resident: threads.go).
+	// take 24 s one by one (KERNEL-NOTES). Each disk in flight holds a
+	// thread blocked in the kernel and its pass's memory, ~40 KiB
+	// together. 1000 loops at once on 2 vCPUs (the daemon's own burst,
+	// static build, 4 Ps, the three alternating): 128 at once 0.24-0.29 s
+	// and a peak VmHWM of 17.1-18.1 MiB; 192: 0.22-0.25 s, 18.2-19.0 MiB;
+	// 256: 0.20-0.25 s, 19.4-21.1 MiB. 192 keeps the peak under the
+	// 20 MiB issue 4 sets for 1000 disks, for ~5% more time than 256.
 	Parallel int
 	// ScanTimeout bounds how long a scan waits for its passes (default
 	// 30 s): a disk whose write hangs is left to finish on its own.

@@ -65,9 +65,10 @@ func threadCount() int {
 // switch blocks its thread ~25 ms in the kernel; a goroutine blocked so
 // keeps its P until sysmon takes it back (20 us to 10 ms later), so with one
 // P per CPU the next disk's pass waits for sysmon, not for a CPU. With more
-// Ps than CPUs the kernel's scheduler decides instead. contrib/bench, 1000
-// loops at once on 2 vCPUs: 0.19-0.22 s with 4 Ps against 0.23-0.26 s with 2,
-// alternating in one run; 32 Ps was slower than 2 (idle Ps spin).
+// Ps than CPUs the kernel's scheduler decides instead. 1000 loops at once
+// on 2 vCPUs, six rounds alternating: 192 disks at once took 0.22-0.26 s
+// with 4 Ps against 0.24-0.31 s with 2 (256 at once: 0.21-0.25 against
+// 0.25-0.28); 32 Ps was slower than 2 (idle Ps spin).
 func SetProcs() {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return

@@ -129,17 +129,19 @@ fi
 
 # iosched is built from the last commit (BUILD_FROM=worktree: from the working
 # tree as it is), so that work in progress elsewhere in the tree neither breaks
-# nor silently changes what is measured.
+# nor silently changes what is measured; and built as packaging/build.sh builds
+# the binary a package ships (static, stripped), since its memory is measured.
+build_iosched() { CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$IOSCHED" ./cmd/iosched; }
 if [[ ${BUILD_FROM:-commit} == worktree ]]; then
 	log "building iosched (working tree) and loopbench in $TMP"
-	(cd "$REPO" && go build -o "$IOSCHED" ./cmd/iosched)
+	(cd "$REPO" && build_iosched)
 	metric build "worktree"
 else
 	commit=$(cd "$REPO" && git rev-parse HEAD)
 	log "building iosched (commit ${commit:0:12}) and loopbench in $TMP"
 	mkdir "$TMP/src"
 	(cd "$REPO" && git archive "$commit") | tar -x -C "$TMP/src"
-	(cd "$TMP/src" && go build -o "$IOSCHED" ./cmd/iosched)
+	(cd "$TMP/src" && build_iosched)
 	metric build "commit"
 fi
 (cd "$REPO" && go build -o "$LB" ./contrib/bench/cmd/loopbench)
