@@ -116,11 +116,19 @@ func (l *loop) flushSoon() {
 	}
 }
 
-// releaseSoon ends the threads a burst left behind a second from now, or
-// later if passes are running then.
+// releaseSoon ends the threads a burst left behind shortly (releaseDelay),
+// or later if passes are running then.
 func (l *loop) releaseSoon() {
-	l.release = time.After(time.Second)
+	l.release = time.After(releaseDelay)
 }
+
+// releaseDelay: long enough that the queue going idle for a moment in the
+// middle of a burst (the next events not read yet) does not end threads
+// about to be needed again, short enough that the burst's memory is not
+// still held when the next thing comes (the reconcile after it, say). Held
+// 1 s, a rescan 0.3 s after a burst of 1000 disks took VmRSS from 18.7 to
+// 20.5 MiB; released first, 12.9.
+const releaseDelay = 100 * time.Millisecond
 
 func (l *loop) flushNow() {
 	l.flush = nil

@@ -255,7 +255,7 @@ metric rss_file_kib "$(status_kib $DAEMON_PID RssFile)"
 metric threads "$(status_kib $DAEMON_PID Threads)"
 
 # After 2 s of settling: the daemon writes its state file 250 ms after the
-# last rescan and ends the threads a burst left 1 s after it.
+# last rescan and ends the threads a burst left 0.1 s after it.
 log "iosched daemon: CPU while idle, ${IDLE_WINDOW} quiet seconds (at most $((3 * IDLE_WINDOW)) s)"
 bg "$LB" idle -pid $DAEMON_PID -settle 2s -quiet "$IDLE_WINDOW" -max $((3 * IDLE_WINDOW)) >"$TMP/idle.json"
 # Settled: the burst's extra threads ended and the memory it freed handed
