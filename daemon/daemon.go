@@ -52,11 +52,13 @@ type Config struct {
 	// for RCU grace periods, which overlap across disks: 1000 switches
 	// take 24 s one by one (KERNEL-NOTES). Each disk in flight holds a
 	// thread blocked in the kernel and its pass's memory, ~40 KiB
-	// together. 1000 loops at once on 2 vCPUs (the daemon's own burst,
-	// static build, 4 Ps, the three alternating): 128 at once 0.24-0.29 s
-	// and a peak VmHWM of 17.1-18.1 MiB; 192: 0.22-0.25 s, 18.2-19.0 MiB;
-	// 256: 0.20-0.25 s, 19.4-21.1 MiB. 192 keeps the peak under the
-	// 20 MiB issue 4 sets for 1000 disks, for ~5% more time than 256.
+	// together. 1000 loops at once on 2 vCPUs, 4 Ps, four rounds
+	// alternating (a cgo build; the static one packages ship is ~1.5 MiB
+	// smaller): 128 at once took 0.24-0.29 s and peaked at a VmHWM of
+	// 16.7-17.7 MiB; 192: 0.22-0.27 s, 19.7-20.1 MiB; 256: 0.22-0.25 s,
+	// 20.9-22.5 MiB. 192 keeps the static build's peak mostly under the
+	// 20 MiB issue 4 sets for 1000 disks: 17.3-20.6 MiB over ~30 timed
+	// bursts, 17.7-19.0 MiB in contrib/bench's six runs.
 	Parallel int
 	// ScanTimeout bounds how long a scan waits for its passes (default
 	// 30 s): a disk whose write hangs is left to finish on its own.
