@@ -1,6 +1,7 @@
 package sysfs
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -93,9 +94,26 @@ func (s FS) openInRoot(rel string, flags int) (int, error) {
 	if s.dir == nil {
 		return -1, &fs.PathError{Op: "open", Path: rel, Err: unix.EBADF}
 	}
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := openat2(int(s.dir.Fd()), rel, flags, unix.RESOLVE_IN_ROOT)
+	if err == errNoOpenat2 {
+		return s.openBelow(rel, flags)
+	}
+	return fd, err
+}
+
+// errNoOpenat2: the kernel or a seccomp filter refuses openat2.
+var errNoOpenat2 = errors.New("openat2 unavailable")
+
+// openat2 opens rel from dirfd with openat2, its resolution confined by
+// resolve (RESOLVE_IN_ROOT or RESOLVE_BENEATH; magic links never followed).
+// It returns errNoOpenat2 on a kernel before 5.6 or under a seccomp filter
+// that refuses the call: systemd's RestrictSUIDSGID= answers ENOSYS to every
+// openat2 because it cannot inspect its mode argument, and older systemd
+// answers EPERM to system calls it does not know.
+func openat2(dirfd int, rel string, flags int, resolve uint64) (int, error) {
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolve | unix.RESOLVE_NO_MAGICLINKS}
 	for {
-		fd, err := unix.Openat2(int(s.dir.Fd()), rel, &how)
+		fd, err := unix.Openat2(dirfd, rel, &how)
 		switch err {
 		case nil:
 			return fd, nil
@@ -103,11 +121,7 @@ func (s FS) openInRoot(rel string, flags int) (int, error) {
 			// EAGAIN: a concurrent rename raced the lookup (openat2(2)).
 			continue
 		case unix.ENOSYS, unix.EPERM:
-			// A kernel before 5.6, or a seccomp filter: systemd's
-			// RestrictSUIDSGID= answers ENOSYS to every openat2 because
-			// it cannot inspect its mode argument, and older systemd
-			// answers EPERM to system calls it does not know.
-			return s.openBelow(rel, flags)
+			return -1, errNoOpenat2
 		}
 		return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
 	}
@@ -160,32 +174,24 @@ func (s FS) readlinkInRoot(rel string) (string, error) {
 // the open was confined to the root (openat2 RESOLVE_IN_ROOT, as for
 // writes): only then may writes be opened relative to it.
 func (s FS) openDir(rel string) (fd int, confined bool, err error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY
 	if s.dir == nil {
-		fd, err := openAttr(s.path(rel), unix.O_RDONLY|unix.O_DIRECTORY)
+		fd, err := openAttr(s.path(rel), flags)
 		return fd, false, err
 	}
-	how := unix.OpenHow{Flags: uint64(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC), Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err = openat2(int(s.dir.Fd()), rel, flags, unix.RESOLVE_IN_ROOT)
+	if err != errNoOpenat2 {
+		return fd, err == nil, err
+	}
+	// Reads may go through it; writes go by path, confined by hand.
 	for {
-		fd, err := unix.Openat2(int(s.dir.Fd()), rel, &how)
-		switch err {
-		case nil:
-			return fd, true, nil
-		case unix.EINTR, unix.EAGAIN:
+		fd, err := unix.Openat(int(s.dir.Fd()), rel, flags|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
 			continue
-		case unix.ENOSYS, unix.EPERM:
-			// No openat2 (see openInRoot): reads may go through it;
-			// writes go by path, confined by hand.
-			for {
-				fd, err := unix.Openat(int(s.dir.Fd()), rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-				if err == unix.EINTR {
-					continue
-				}
-				if err != nil {
-					return -1, false, &fs.PathError{Op: "open", Path: rel, Err: err}
-				}
-				return fd, false, nil
-			}
 		}
-		return -1, false, &fs.PathError{Op: "open", Path: rel, Err: err}
+		if err != nil {
+			return -1, false, &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
+		return fd, false, nil
 	}
 }

@@ -124,37 +124,22 @@ func (disk *Disk) attrRel(name, attr string) (string, error) {
 	return path.Join("queue", attr), nil
 }
 
-// errNoOpenat2: the kernel (before 5.6) or a seccomp filter refuses openat2.
-var errNoOpenat2 = fmt.Errorf("openat2 unavailable")
-
 // open opens rel below the directory. A read may follow links as the
 // reader does; a write must not leave the directory (a link in a copied
 // tree could lead to the live /sys), so it is opened with openat2
 // RESOLVE_BENEATH.
 func (disk *Disk) open(rel string, flags int) (int, error) {
-	if flags&(unix.O_WRONLY|unix.O_RDWR) == 0 {
-		for {
-			fd, err := unix.Openat(disk.fd, rel, flags|unix.O_CLOEXEC, 0)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
-			}
-			return fd, nil
-		}
+	if flags&(unix.O_WRONLY|unix.O_RDWR) != 0 {
+		return openat2(disk.fd, rel, flags, unix.RESOLVE_BENEATH)
 	}
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
 	for {
-		fd, err := unix.Openat2(disk.fd, rel, &how)
-		switch err {
-		case nil:
-			return fd, nil
-		case unix.EINTR, unix.EAGAIN:
+		fd, err := unix.Openat(disk.fd, rel, flags|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
 			continue
-		case unix.ENOSYS, unix.EPERM:
-			return -1, errNoOpenat2
 		}
-		return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
+		return fd, nil
 	}
 }

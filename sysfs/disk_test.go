@@ -8,16 +8,22 @@ import (
 	"testing"
 )
 
-// A Disk reads and writes one disk through its open directory, refuses
-// another name, and writes what it then reads back.
-func TestDiskReadWriteThroughDirectory(t *testing.T) {
-	root := copyTree(t, cloudTree)
-	fs := newFS(t, root)
+// openCloudLoop0 opens loop0 of a fresh copy of the cloud tree.
+func openCloudLoop0(t *testing.T) (FS, *Disk) {
+	t.Helper()
+	fs := newFS(t, copyTree(t, cloudTree))
 	disk, err := fs.OpenDisk("loop0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer disk.Close()
+	t.Cleanup(func() { disk.Close() })
+	return fs, disk
+}
+
+// A Disk reads and writes one disk through its open directory, refuses
+// another name, and writes what it then reads back.
+func TestDiskReadWriteThroughDirectory(t *testing.T) {
+	fs, disk := openCloudLoop0(t)
 	d, err := disk.Facts(FactAll, Ident{})
 	if err != nil {
 		t.Fatal(err)
@@ -61,12 +67,7 @@ func TestDiskReadWriteThroughDirectory(t *testing.T) {
 
 // The device number and diskseq a uevent gave are taken as they are.
 func TestDiskFactsKnownIdent(t *testing.T) {
-	fs := newFS(t, copyTree(t, cloudTree))
-	disk, err := fs.OpenDisk("loop0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer disk.Close()
+	_, disk := openCloudLoop0(t)
 	d, err := disk.Facts(0, Ident{MajorMinor: "7:42", DiskSeq: "9"})
 	if err != nil {
 		t.Fatal(err)
@@ -79,14 +80,8 @@ func TestDiskFactsKnownIdent(t *testing.T) {
 // Once the disk's directory is gone (the disk removed, another one perhaps
 // under its name), nothing is read or written through the old handle.
 func TestDiskRemovedUnderHandle(t *testing.T) {
-	root := copyTree(t, cloudTree)
-	fs := newFS(t, root)
-	disk, err := fs.OpenDisk("loop0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer disk.Close()
-	dir := filepath.Join(root, "devices", "virtual", "block", "loop0")
+	fs, disk := openCloudLoop0(t)
+	dir := filepath.Join(fs.Root(), "devices", "virtual", "block", "loop0")
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}

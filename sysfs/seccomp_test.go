@@ -32,6 +32,15 @@ func TestQueueAttrsWithoutOpenat2(t *testing.T) {
 		if err := fs.WriteQueueAttr("escape", "read_ahead_kb", "1"); err == nil {
 			t.Fatal("a link out of the root was written through")
 		}
+		// A Disk handle opened without openat2 writes by path.
+		disk, err := fs.OpenDisk("vda")
+		if err != nil {
+			t.Fatalf("OpenDisk: %v", err)
+		}
+		defer disk.Close()
+		if got, written, err := disk.WriteReadQueueAttr("vda", "read_ahead_kb", "2048"); err != nil || !written || got != "2048" {
+			t.Fatalf("write through the handle: %q, %v, %v", got, written, err)
+		}
 		return
 	}
 	root := copyTree(t, cloudTree)
