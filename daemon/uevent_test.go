@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,10 @@ func TestParseEvent(t *testing.T) {
 		{"an unusable identity is left to be read",
 			[]byte("add@/devices/virtual/block/loop7\x00ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=x\x00DEVTYPE=disk\x00DISKSEQ=1\x00"),
 			false, true, event{action: "add", name: "loop7"}, false},
+		{"a header without '@'", []byte("add /devices/virtual/block/loop7\x00SUBSYSTEM=block\x00DEVTYPE=disk\x00"), false, false, event{}, true},
+		{"a variable without '='", []byte("add@/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00DEVTYPE\x00"), false, false, event{}, true},
+		{"an unterminated variable", []byte("add@/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00DEVTYPE=disk"), false, false, event{}, true},
+		{"an action not acted on", []byte("online@/devices/virtual/block/loop7\x00ACTION=online\x00SUBSYSTEM=block\x00DEVTYPE=disk\x00"), false, false, event{}, false},
 		{"udev mode keeps the properties",
 			udevMsg("ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00DEVTYPE=disk\x00DEVNAME=/dev/loop7\x00ID_BUS=ata\x00"),
 			true, true, event{action: "add", name: "loop7", props: map[string]string{"ID_BUS": "ata"}}, false},
@@ -213,4 +218,33 @@ func TestCheckSender(t *testing.T) {
 			t.Errorf("%s: %v is not ErrUntrustedSender", tc.name, err)
 		}
 	}
+}
+
+// scanKernelUEvent reads what go-udev's ParseUEvent reads from every kernel
+// message both accept (go test -fuzz FuzzScanKernelUEvent ./daemon).
+func FuzzScanKernelUEvent(f *testing.F) {
+	f.Add(uevent("add", "loop7", "disk"))
+	f.Add([]byte("change@/devices/virtual/block/loop7\x00ACTION=change\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=7\x00DEVTYPE=disk\x00DISKSEQ=42\x00"))
+	f.Add([]byte("add@/devices/virtual/bdi/7:7\x00ACTION=add\x00SUBSYSTEM=bdi\x00"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		v, err := scanKernelUEvent(raw)
+		if bytes.HasPrefix(raw, []byte("libudev\x00")) {
+			return // not the kernel's format
+		}
+		u, uerr := netlink.ParseUEvent(raw)
+		if uerr != nil {
+			return // ParseUEvent also refuses actions it does not know
+		}
+		if err != nil {
+			if bytes.HasSuffix(raw, []byte{0}) {
+				t.Fatalf("refused %q, which ParseUEvent reads: %v", raw, err)
+			}
+			return // an unterminated last variable, which ParseUEvent drops
+		}
+		want := ueventVars{action: string(u.Action), kobj: u.KObj, subsystem: u.Env["SUBSYSTEM"], devtype: u.Env["DEVTYPE"],
+			devpath: u.Env["DEVPATH"], major: u.Env["MAJOR"], minor: u.Env["MINOR"], diskseq: u.Env["DISKSEQ"]}
+		if v != want {
+			t.Fatalf("%q: scanned %+v, ParseUEvent %+v", raw, v, want)
+		}
+	})
 }

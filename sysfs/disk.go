@@ -26,7 +26,7 @@ type Disk struct {
 	// confined: fd was opened confined to the root, so writes may be
 	// opened from it; else they go by path (FS.WriteReadQueueAttr).
 	confined bool
-	top      map[string]bool
+	top      []string
 }
 
 // OpenDisk finds a disk's directory, as DeviceFacts does, and opens it.
