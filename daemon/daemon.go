@@ -217,12 +217,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 			l.releaseSoon()
 		case <-l.release:
 			l.release = nil
-			if d.queue.active() {
-				// Not in the middle of the next burst: it needs
-				// those threads, and the memory given back would
-				// be faulted in again.
-				l.releaseSoon()
-			} else {
+			// Not in the middle of the next burst: it needs those
+			// threads, and the memory given back would be faulted in
+			// again; its end asks again. A few passes running (one
+			// hung in the kernel, say) do not hold the release back.
+			if d.queue.running() <= keepThreads() {
 				go releaseThreads()
 			}
 		case sig := <-signals:

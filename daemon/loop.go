@@ -117,7 +117,7 @@ func (l *loop) flushSoon() {
 }
 
 // releaseSoon ends the threads a burst left behind shortly (releaseDelay),
-// or later if passes are running then.
+// unless another burst is running by then (its own end asks again).
 func (l *loop) releaseSoon() {
 	l.release = time.After(releaseDelay)
 }

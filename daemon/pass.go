@@ -120,9 +120,14 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 	if err != nil {
 		return nil, policy.Evaluation{}, nil, err
 	}
+	handed := false
+	defer func() {
+		if !handed { // an error, or a panic pass recovers from
+			disk.Close()
+		}
+	}()
 	dev, err := disk.Facts(needs, j.ident)
 	if err != nil {
-		disk.Close()
 		return nil, policy.Evaluation{}, nil, err
 	}
 	if rec.snap != nil && (rec.snap.MajorMinor != dev.MajorMinor || rec.snap.DiskSeq != dev.DiskSeq) {
@@ -142,7 +147,9 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 		// not tell (the node would not open) is not repeated every pass.
 		dev.NoWait, dev.NoWaitReason = prev.NoWait, prev.NoWaitReason
 	}
-	return dev, d.evaluateProbing(pol, dev), disk, nil
+	ev := d.evaluateProbing(pol, dev)
+	handed = true
+	return dev, ev, disk, nil
 }
 
 func noWaitTested(d *sysfs.Device) bool { return d.NoWait != nil || d.NoWaitReason != "" }

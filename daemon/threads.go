@@ -68,7 +68,9 @@ func threadCount() int {
 // Ps than CPUs the kernel's scheduler decides instead. 1000 loops at once
 // on 2 vCPUs, six rounds alternating: 192 disks at once took 0.22-0.26 s
 // with 4 Ps against 0.24-0.31 s with 2 (256 at once: 0.21-0.25 against
-// 0.25-0.28); 32 Ps was slower than 2 (idle Ps spin).
+// 0.25-0.28); 32 Ps was slower than 2 (idle Ps spin). Setting it stops Go
+// from following later changes of the cgroup's CPU limit: the daemon keeps
+// twice the limit it started with.
 func SetProcs() {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return

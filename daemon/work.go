@@ -172,11 +172,11 @@ func (q *queue) work() {
 	}
 }
 
-// active reports whether any pass is queued or running.
-func (q *queue) active() bool {
+// running is how many workers are running passes.
+func (q *queue) running() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.workers > 0
+	return q.workers
 }
 
 // busy lists the disks whose pass is running.

@@ -231,8 +231,10 @@ type Ident struct {
 }
 
 // Facts reads the disk as DeviceFacts does. When known holds a device
-// number (the daemon has it from the disk's uevent), dev and diskseq are
-// taken from it rather than read: two opens fewer for each disk of a burst.
+// number and a diskseq (the daemon has them from the disk's uevent), and
+// the disk's own diskseq is that one, dev is not read: one open fewer for
+// each disk of a burst. An event older than the disk (queued behind events
+// that were lost) has another diskseq, and dev is read.
 func (disk *Disk) Facts(want Facts, known Ident) (*Device, error) {
 	s, name, resolved := disk.fs, disk.name, disk.dir
 	d := &Device{Name: name, Tunables: map[string]string{}, IOSched: map[string]string{}, Errors: []string{}}
@@ -242,17 +244,15 @@ func (disk *Disk) Facts(want Facts, known Ident) (*Device, error) {
 
 	r := reader{dir: resolved, fd: disk.fd, dev: d, top: disk.top}
 	defer func() { disk.top = r.top }() // the directory is listed once a handle
-	if known.MajorMinor != "" {
-		d.MajorMinor, d.DiskSeq = known.MajorMinor, known.DiskSeq
-	} else {
-		if b, ok := r.read("dev", true); ok {
-			if mm, err := parseMajorMinor(b); err != nil {
-				d.errorf("dev: %v", err)
-			} else {
-				d.MajorMinor = mm
-			}
+	d.DiskSeq = r.text("diskseq")
+	if known.MajorMinor != "" && known.DiskSeq != "" && known.DiskSeq == d.DiskSeq {
+		d.MajorMinor = known.MajorMinor
+	} else if b, ok := r.read("dev", true); ok {
+		if mm, err := parseMajorMinor(b); err != nil {
+			d.errorf("dev: %v", err)
+		} else {
+			d.MajorMinor = mm
 		}
-		d.DiskSeq = r.text("diskseq")
 	}
 	if want&FactRemovable != 0 {
 		d.Removable = r.boolean("removable")
@@ -499,6 +499,11 @@ func (r *reader) exists(rel string) bool {
 // the end, as the kernel also stops filling early when a signal is pending
 // (fs/readdir.c, filldir64), and Go preempts with SIGURG.
 func (r *reader) list() ([]string, error) {
+	// From the start, whatever an earlier listing that failed half-way
+	// left of the descriptor's position.
+	if _, err := unix.Seek(r.fd, 0, 0); err != nil {
+		return nil, &fs.PathError{Op: "seek", Path: r.dir, Err: err}
+	}
 	var buf [8192]byte
 	var names []string
 	for {

@@ -14,10 +14,15 @@ import (
 // takes six, and each lookup is a turn of kernfs's lock, which the kernel
 // holds to add every switched scheduler's iosched/ files. And once the disk
 // is removed every lookup through it fails: nothing read from one disk is
-// written to another that has since taken its name.
+// written to another that has since taken its name. (Where openat2 is
+// refused, before Linux 5.6 or under a seccomp filter, writes go by the
+// disk's name, confined to the root by hand, and that last guarantee is
+// not given.)
 //
 // Disk has FS's queue attribute methods, for this disk only (another name
-// is refused), so an applier can write through it. Close it when done.
+// is refused), so an applier can write through it. A Disk is for one
+// goroutine: the directory is listed once a handle, from its descriptor.
+// Close it when done.
 type Disk struct {
 	fs   FS
 	name string

@@ -1,7 +1,6 @@
 package sysfs
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,8 +31,9 @@ func TestDiskReadWriteThroughDirectory(t *testing.T) {
 	if d.MajorMinor != "7:0" || d.Class != want.Class || d.Path != want.Path || *d.Scheduler != *want.Scheduler {
 		t.Errorf("Facts = %+v, want what Device reads: %+v", d, want)
 	}
-	// A second read through the same handle lists the directory from its
-	// start again (not an empty listing: every name absent).
+	// A second read through the same handle answers absent names from the
+	// same listing (had it listed again from where the first left the
+	// descriptor, every name would have been absent).
 	if again, err := disk.Facts(FactAll, Ident{}); err != nil || again.Class != ClassLoop || len(again.Errors) != 0 {
 		t.Errorf("second Facts = %+v, %v", again, err)
 	}
@@ -65,35 +65,66 @@ func TestDiskReadWriteThroughDirectory(t *testing.T) {
 	}
 }
 
-// The device number and diskseq a uevent gave are taken as they are.
+// The device number a uevent gave is taken when the event's diskseq is the
+// disk's; an event from an earlier disk of that name (another diskseq) is
+// not trusted, and dev is read.
 func TestDiskFactsKnownIdent(t *testing.T) {
-	_, disk := openCloudLoop0(t)
-	d, err := disk.Facts(0, Ident{MajorMinor: "7:42", DiskSeq: "9"})
-	if err != nil {
+	fs, disk := openCloudLoop0(t)
+	if err := os.WriteFile(filepath.Join(fs.Root(), "devices", "virtual", "block", "loop0", "diskseq"), []byte("9\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if d.MajorMinor != "7:42" || d.DiskSeq != "9" {
-		t.Errorf("ident = %s %s, want the one given (the tree says 7:0)", d.MajorMinor, d.DiskSeq)
+	for _, tt := range []struct {
+		known    Ident
+		wantMM   string
+		scenario string
+	}{
+		{Ident{MajorMinor: "7:42", DiskSeq: "9"}, "7:42", "the event's diskseq is the disk's"},
+		{Ident{MajorMinor: "7:42", DiskSeq: "8"}, "7:0", "an event of an earlier disk"},
+		{Ident{MajorMinor: "7:42"}, "7:0", "an event without DISKSEQ"},
+		{Ident{}, "7:0", "no event"},
+	} {
+		d, err := disk.Facts(0, tt.known)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.MajorMinor != tt.wantMM || d.DiskSeq != "9" {
+			t.Errorf("%s: %s, diskseq %s; want %s, 9 (the tree has 7:0)", tt.scenario, d.MajorMinor, d.DiskSeq, tt.wantMM)
+		}
 	}
 }
 
-// Once the disk's directory is gone (the disk removed, another one perhaps
-// under its name), nothing is read or written through the old handle.
+// Once the disk's directory is gone, and another disk has taken its name
+// and its place, nothing is read or written through the old handle.
 func TestDiskRemovedUnderHandle(t *testing.T) {
 	fs, disk := openCloudLoop0(t)
 	dir := filepath.Join(fs.Root(), "devices", "virtual", "block", "loop0")
-	if err := os.RemoveAll(dir); err != nil {
+	if err := os.Rename(dir, dir+"-old"); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.RemoveAll(dir + "-old"); err != nil {
+		t.Fatal(err)
+	}
+	// The new loop0: same name, same place, scheduler none.
+	if err := os.MkdirAll(filepath.Join(dir, "queue"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for f, v := range map[string]string{"dev": "7:0\n", "queue/scheduler": "[none] mq-deadline\n"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if disk.Exists("loop0") {
-		t.Error("Exists after removal")
+		t.Error("the old handle says its disk exists")
 	}
 	_, written, err := disk.WriteReadQueueAttr("loop0", "scheduler", "mq-deadline")
 	if written || !Gone(err) {
-		t.Errorf("write after removal: written %v, %v; want a Gone error", written, err)
+		t.Errorf("write through the old handle: written %v, %v; want a Gone error", written, err)
 	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the removed directory came back: %v", err)
+	if _, err := disk.ReadQueueAttr("loop0", "scheduler"); !Gone(err) {
+		t.Errorf("read through the old handle: %v; want a Gone error", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "queue", "scheduler")); string(b) != "[none] mq-deadline\n" {
+		t.Errorf("the new disk's scheduler was written through the old handle: %q", b)
 	}
 }
 

@@ -113,16 +113,25 @@ func (s FS) WriteQueueAttr(name, attr, value string) error {
 // err is then the read's failure, if any.
 func (s FS) WriteReadQueueAttr(name, attr, value string) (got string, written bool, err error) {
 	var b []byte
+	var readErr error
 	_, err = s.queueAttrDo(name, attr, "write", func(rel string) ([]byte, error) {
 		fd, err := s.openInRoot(rel, unix.O_RDWR|unix.O_TRUNC)
 		if err != nil {
 			return nil, err
 		}
 		b, written, err = writeRead(fd, rel, value)
+		if written {
+			// Never tried again by another path: it was written.
+			readErr = err
+			return nil, nil
+		}
 		return nil, err
 	})
-	if err != nil {
-		return "", written, err
+	switch {
+	case err != nil:
+		return "", false, err
+	case readErr != nil:
+		return "", true, attrError(name, attr, "write", readErr)
 	}
 	got, err = attrValue(name, attr, "read back", b)
 	return got, true, err
