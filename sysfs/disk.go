@@ -46,9 +46,6 @@ func (s FS) OpenDisk(name string) (*Disk, error) {
 	return &Disk{fs: s, name: name, dir: dir, fd: fd, confined: confined}, nil
 }
 
-// Name is the disk's name.
-func (disk *Disk) Name() string { return disk.name }
-
 // Close closes the directory.
 func (disk *Disk) Close() error {
 	if disk.fd < 0 {
