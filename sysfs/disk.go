@@ -1,9 +1,12 @@
 package sysfs
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
+	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -144,4 +147,62 @@ func (disk *Disk) open(rel string, flags int) (int, error) {
 		}
 		return fd, nil
 	}
+}
+
+// resolve finds a disk's directory and opens it: the target of its
+// block/ (or class/block/) link, refusing a partition and a link that leads
+// out of the root. On sysfs the link target holds no further links, so one
+// readlink does what filepath.EvalSymlinks does with a stat per path
+// element; every attribute is then opened relative to the directory, a
+// lookup of one or two names where a full path takes eight, each one a
+// turn of kernfs's lock, which hot-plug itself holds to add its files.
+func (s FS) resolve(name string) (string, int, bool, error) {
+	rel := s.blockRel(name)
+	target, err := s.readlinkInRoot(rel)
+	viaClass := s.noBlock
+	if errors.Is(err, fs.ErrNotExist) && !s.noBlock {
+		// Partitions are only in class/block: find them there to say so.
+		rel, viaClass = filepath.Join("class", "block", name), true
+		target, err = s.readlinkInRoot(rel)
+	}
+	link := s.path(rel)
+	var resolved string
+	switch {
+	case err == nil && filepath.IsAbs(target):
+		resolved = filepath.Clean(target)
+	case err == nil:
+		resolved = filepath.Join(filepath.Dir(link), target)
+	case errors.Is(err, syscall.EINVAL):
+		resolved = link // a directory, not a link (a hand-made tree)
+	case errors.Is(err, fs.ErrNotExist):
+		return "", -1, false, fmt.Errorf("%w: %s", ErrNoDevice, name)
+	default:
+		return "", -1, false, fmt.Errorf("%s: %w", name, err)
+	}
+	if abs, err := filepath.Abs(resolved); err == nil {
+		resolved = abs
+	}
+	root := s.rootAbs()
+	if !isBelow(resolved, root) {
+		// A copied tree whose links lead out of it (into the live /sys, say)
+		// would show, and let apply act on, another machine's disk.
+		return "", -1, false, fmt.Errorf("%s: its link leads out of the sysfs root %s, to %s: refused", name, s.root, resolved)
+	}
+	// Opened from the root's descriptor: four names to look up on sysfs
+	// (devices/virtual/block/loop7), not the whole path from /.
+	inRoot, _ := filepath.Rel(root, resolved)
+	fd, confined, err := s.openDir(inRoot)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", -1, false, fmt.Errorf("%w: %s", ErrNoDevice, name) // a dangling link
+	case err != nil:
+		return "", -1, false, fmt.Errorf("%s: %w", name, err)
+	}
+	// block/ holds whole disks only; class/block partitions too.
+	var st unix.Stat_t
+	if viaClass && unix.Fstatat(fd, "partition", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		unix.Close(fd)
+		return "", -1, false, fmt.Errorf("%w: %s is a partition, not a whole disk", ErrNoDevice, name)
+	}
+	return resolved, fd, confined, nil
 }
