@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -154,28 +153,29 @@ func (a *Applier) All(ctx context.Context, plans []plan.Device) []Result {
 func (a *Applier) Device(ctx context.Context, p plan.Device) Result {
 	r := Result{Device: p.Name, Outcomes: make([]Outcome, 0, len(p.Changes))}
 	schedulerFailed := false
-	var written []string
+	var written []sysfs.Attr
 	for _, c := range p.Changes {
 		o := Outcome{Change: c}
+		attr := sysfs.Attr(c.Attribute)
 		switch {
 		case r.Gone:
 			o.Status, o.Err = Failed, fmt.Errorf("the disk went away")
-		case schedulerFailed && strings.HasPrefix(c.Attribute, "iosched/"):
+		case schedulerFailed && attr.Kind() == sysfs.KindParam:
 			o.Status, o.Err = Failed, fmt.Errorf("not written: the scheduler was not switched")
 		case ctx.Err() != nil:
 			o.Status, o.Err = Failed, ctx.Err()
 		default:
 			// The plan's From was read from a snapshot taken just before;
 			// a value an earlier write of this pass may have reset
-			// (sysfs.Resets), or one the plan could not know, is read
-			// again.
-			reread := c.From == "" || slices.ContainsFunc(written, func(w string) bool { return sysfs.Resets(w, c.Attribute) })
+			// (sysfs.Attr.Resets), or one the plan could not know, is
+			// read again.
+			reread := c.From == "" || slices.ContainsFunc(written, func(w sysfs.Attr) bool { return w.Resets(attr) })
 			a.change(ctx, p.Name, &o, &r, reread)
 		}
 		if o.Status == Written || o.Status == Mismatch {
-			written = append(written, c.Attribute)
+			written = append(written, attr)
 		}
-		if c.Attribute == "scheduler" {
+		if attr.Kind() == sysfs.KindScheduler {
 			schedulerFailed = o.Status == Failed || o.Status == Mismatch
 		}
 		r.Outcomes = append(r.Outcomes, o)

@@ -15,51 +15,30 @@ import (
 // for a disk and why, in words that fit after "key: ", whichever the
 // outcome. A fact the kernel did not report never holds.
 type cond struct {
-	key  string
+	key  string // as reported: "model", "property.ID_BUS"
+	from *matchKey
 	test func(d *sysfs.Device) (bool, string)
-}
-
-// matchKeys are the keys of [rule.match] and [rule.except], in the order
-// they are tested and reported.
-var matchKeys = []string{
-	"class", "name", "driver", "transport", "rotational", "removable", "nowait",
-	"hw_queues", "size", "model", "vendor", "serial", "property",
 }
 
 type condParser func(d *decoder, l loc, v any) []cond
 
-var condParsers = map[string]condParser{
-	"class":      parseClass,
-	"name":       parseName,
-	"driver":     stringsCond("driver", func(dev *sysfs.Device) string { return dev.Driver }, "no driver reported"),
-	"transport":  stringsCond("transport", func(dev *sysfs.Device) string { return dev.Transport }, "not reported for this disk"),
-	"rotational": boolCond("rotational", func(dev *sysfs.Device) (*bool, string) { return dev.Rotational, "not reported by the kernel" }),
-	"removable":  boolCond("removable", func(dev *sysfs.Device) (*bool, string) { return dev.Removable, "not reported by the kernel" }),
-	"nowait": boolCond("nowait", func(dev *sysfs.Device) (*bool, string) {
-		if dev.NoWaitReason != "" {
-			return dev.NoWait, "not tested: " + dev.NoWaitReason
-		}
-		return dev.NoWait, "not tested"
-	}),
-	"hw_queues": parseHWQueues,
-	"size":      parseSize,
-	"model":     regexpCond("model", func(dev *sysfs.Device) string { return dev.Model }),
-	"vendor":    regexpCond("vendor", func(dev *sysfs.Device) string { return dev.Vendor }),
-	"serial":    regexpCond("serial", func(dev *sysfs.Device) string { return dev.Serial }),
-	"property":  parseProperty,
-}
-
-// conds compiles one match or except table, keys in matchKeys order.
+// conds compiles one match or except table, keys in matchKeys order, each
+// cond pointing at its key's entry.
 func (d *decoder) conds(l loc, m map[string]any) []cond {
 	for _, k := range d.keys(l, m) {
-		if _, ok := condParsers[k]; !ok {
-			d.unknownKey(l.child(k), k, matchKeys, "[rule.match] or [rule.except]")
+		if lookupMatchKey(k) == nil {
+			d.unknownKey(l.child(k), k, matchKeyNames(), "[rule.match] or [rule.except]")
 		}
 	}
 	out := []cond{}
-	for _, k := range matchKeys {
-		if v, ok := m[k]; ok {
-			out = append(out, condParsers[k](d, l.child(k), v)...)
+	keys := matchKeys()
+	for i := range keys {
+		mk := &keys[i]
+		if v, ok := m[mk.name]; ok {
+			for _, c := range mk.parse(d, l.child(mk.name), v) {
+				c.from = mk
+				out = append(out, c)
+			}
 		}
 	}
 	return out

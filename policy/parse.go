@@ -181,9 +181,9 @@ func belongsIn(k string) string {
 	switch {
 	case contains(ruleKeys, k):
 		return "[[rule]]"
-	case contains(matchKeys, k):
+	case lookupMatchKey(k) != nil:
 		return "[rule.match] or [rule.except]"
-	case k == "scheduler" || k == "iosched" || sysfs.IsTunable(k):
+	case k == "iosched" || sysfs.Attr(k).Kind() == sysfs.KindScheduler || sysfs.Attr(k).Kind() == sysfs.KindTunable:
 		return "[rule.set]"
 	case knownParam(k):
 		return "[rule.set.iosched]"

@@ -73,3 +73,68 @@ func (d *Device) BioBased() bool { return d.Scheduler == nil && d.HWQueues == 0 
 func (d *Device) errorf(format string, a ...any) {
 	d.Errors = append(d.Errors, fmt.Sprintf(format, a...))
 }
+
+// Value is the value d shows for a (for the scheduler, the active one), and
+// whether it is known.
+func (d *Device) Value(a Attr) (string, bool) {
+	switch a.Kind() {
+	case KindScheduler:
+		if d.Scheduler == nil {
+			return "", false
+		}
+		return *d.Scheduler, true
+	case KindParam:
+		v, ok := d.IOSched[a.Param()]
+		return v, ok
+	}
+	v, ok := d.Tunables[string(a)]
+	return v, ok
+}
+
+// SetValue records v as a's value. A scheduler other than the one d shows
+// drops the parameters: they were the old scheduler's.
+func (d *Device) SetValue(a Attr, v string) {
+	switch a.Kind() {
+	case KindScheduler:
+		if d.Scheduler == nil || *d.Scheduler != v {
+			clear(d.IOSched)
+		}
+		d.Scheduler = &v
+	case KindParam:
+		d.IOSched[a.Param()] = v
+	default:
+		d.Tunables[string(a)] = v
+	}
+}
+
+// DeleteValue records that a is not there (a tunable the queue hides, a
+// parameter the scheduler does not have). The scheduler is kept.
+func (d *Device) DeleteValue(a Attr) {
+	switch a.Kind() {
+	case KindScheduler:
+	case KindParam:
+		delete(d.IOSched, a.Param())
+	default:
+		delete(d.Tunables, string(a))
+	}
+}
+
+// KeepValues drops the values of every tunable and parameter but those of
+// attrs, into maps of their own (so the memory of the others is freed).
+// The scheduler is kept.
+func (d *Device) KeepValues(attrs []Attr) {
+	tunables, params := make(map[string]string, 2), map[string]string{}
+	for _, a := range attrs {
+		switch a.Kind() {
+		case KindParam:
+			if v, ok := d.IOSched[a.Param()]; ok {
+				params[a.Param()] = v
+			}
+		case KindTunable:
+			if v, ok := d.Tunables[string(a)]; ok {
+				tunables[string(a)] = v
+			}
+		}
+	}
+	d.Tunables, d.IOSched = tunables, params
+}

@@ -31,23 +31,44 @@ const (
 	FactHidden                       // hidden
 	FactHWQueues                     // the entries under mq/
 	FactIOSched                      // queue/iosched/*
-	factTunable0                     // first of one bit per Tunables entry
+	factTunable0                     // first of one bit per entry of Tunables()
 
-	// FactAll is everything: what list, plan and explain show.
-	FactAll Facts = 1<<(factTunableShift+9) - 1
+	// FactAll is every fact, whichever bits are in use: what list, plan
+	// and explain show.
+	FactAll Facts = ^Facts(0)
 )
 
-const factTunableShift = 9
-
-// FactTunable selects the current value of one of Tunables (0 when name is
-// not one).
-func FactTunable(name string) Facts {
-	for i, t := range Tunables {
-		if t == name {
-			return factTunable0 << i
+// Needs is what a disk must be read for to know a's current value: nothing
+// beyond every read for the scheduler, FactIOSched for a parameter, the
+// tunable's own bit for a tunable, nothing for an attribute iosched does
+// not read.
+func (a Attr) Needs() Facts {
+	switch a.Kind() {
+	case KindParam:
+		return FactIOSched
+	case KindTunable:
+		for t, bit := range tunableBits {
+			if t == a {
+				return bit
+			}
 		}
 	}
 	return 0
+}
+
+// tunableBits yields each tunable iosched reads, in table order, with its
+// bit: one of its own, from factTunable0 up.
+func tunableBits(yield func(Attr, Facts) bool) {
+	bit := factTunable0
+	for _, spec := range attrSpecs {
+		if spec.Kind != KindTunable || spec.Refused != "" {
+			continue
+		}
+		if !yield(spec.Attr, bit) {
+			return
+		}
+		bit <<= 1
+	}
 }
 
 // Device reads one whole disk, every fact. It returns ErrNoDevice (wrapped)
@@ -64,7 +85,7 @@ func (s FS) DeviceFacts(name string, want Facts) (*Device, error) {
 		return nil, err
 	}
 	defer disk.Close()
-	return disk.Facts(want, Ident{})
+	return disk.Read(want, Ident{})
 }
 
 // Ident tells a disk from another that later takes its name: its device
@@ -75,12 +96,12 @@ type Ident struct {
 	DiskSeq    string
 }
 
-// Facts reads the disk as DeviceFacts does. When known holds a device
+// Read reads the disk as DeviceFacts does. When known holds a device
 // number and a diskseq (the daemon has them from the disk's uevent), and
 // the disk's own diskseq is that one, dev is not read: one open fewer for
 // each disk of a burst. An event older than the disk (queued behind events
 // that were lost) has another diskseq, and dev is read.
-func (disk *Disk) Facts(want Facts, known Ident) (*Device, error) {
+func (disk *Disk) Read(want Facts, known Ident) (*Device, error) {
 	s, name, resolved := disk.fs, disk.name, disk.dir
 	d := &Device{Name: name, Tunables: map[string]string{}, IOSched: map[string]string{}, Errors: []string{}}
 	d.Path, _ = filepath.Rel(s.rootAbs(), resolved)
@@ -145,12 +166,12 @@ func (disk *Disk) Facts(want Facts, known Ident) (*Device, error) {
 	if want&FactHWQueues != 0 || d.Scheduler == nil {
 		d.HWQueues = r.hwQueues()
 	}
-	for i, t := range Tunables {
-		if want&(factTunable0<<i) == 0 {
+	for t, bit := range tunableBits {
+		if want&bit == 0 {
 			continue
 		}
-		if b, ok := r.read("queue/"+t, false); ok {
-			d.Tunables[t] = strings.TrimSpace(string(b))
+		if b, ok := r.read("queue/"+string(t), false); ok {
+			d.Tunables[string(t)] = strings.TrimSpace(string(b))
 		}
 	}
 	if want&FactIOSched != 0 && d.Scheduler != nil && *d.Scheduler != "none" {

@@ -140,7 +140,7 @@ func TestIntegrationDiskHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer disk.Close()
-	d, err := disk.Facts(0, sysfs.Ident{})
+	d, err := disk.Read(0, sysfs.Ident{})
 	if err != nil || d.MajorMinor != "7:7102" || d.Scheduler == nil || *d.Scheduler != "none" {
 		t.Fatalf("Facts = %+v, %v", d, err)
 	}

@@ -18,8 +18,7 @@ import (
 var attrRe = regexp.MustCompile(`^(iosched/)?[a-z0-9_]+$`)
 
 // QueueAttrPath returns the path of queue/<attr> of a disk, after checking the
-// name and the attribute. attr is "scheduler", one of Tunables, or
-// "iosched/<param>".
+// name and the attribute, which must be Settable.
 func (s FS) QueueAttrPath(name, attr string) (string, error) {
 	rel, err := s.queueAttrRel(name, attr)
 	if err != nil {
@@ -40,7 +39,7 @@ func (s FS) queueAttrRel(name, attr string) (string, error) {
 }
 
 func checkAttr(name, attr string) error {
-	if !attrRe.MatchString(attr) || !(attr == "scheduler" || IsTunable(attr) || strings.HasPrefix(attr, "iosched/")) {
+	if !attrRe.MatchString(attr) || !Attr(attr).Settable() {
 		return fmt.Errorf("%s: attribute %q is not one iosched manages", name, attr)
 	}
 	return nil
