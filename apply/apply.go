@@ -97,8 +97,8 @@ type Applier struct {
 	// Parallel bounds how many disks are written at once (default 512):
 	// each blocked write holds an OS thread while the kernel waits for its
 	// grace period, so the bound caps threads and memory, while 512 already
-	// overlaps nearly all the waiting (KERNEL-NOTES: 64 at once 0.52 s,
-	// 1000 at once 0.19 s for 1000 switches).
+	// overlaps nearly all the waiting (contrib/bench/README.md has the
+	// figures).
 	Parallel int
 	// DryRun writes nothing: each change is reported as Planned, after
 	// reading again the values the plan could not know.

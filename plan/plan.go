@@ -84,7 +84,7 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 			} else if chosen, ok := firstOffered(s.Values, d.Schedulers); !ok {
 				p.skip(s, fmt.Sprintf("%s not offered: the disk offers %s", strings.Join(s.Values, ", "), strings.Join(d.Schedulers, " ")))
 			} else if target = chosen; chosen != current {
-				p.Changes = append(p.Changes, Change{Attribute: "scheduler", From: current, To: chosen, Rule: s.Rule})
+				p.Changes = append(p.Changes, Change{Attribute: s.Attribute, From: current, To: chosen, Rule: s.Rule})
 			}
 		case kind == sysfs.KindParam:
 			switch {

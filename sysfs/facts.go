@@ -227,8 +227,8 @@ type reader struct {
 	// (nil until then): a name not there is known absent without a lookup.
 	// On a loop disk classification alone asked for six absent names
 	// (device/driver, dm, md, loop, ...), each a lookup under kernfs's lock.
-	// A slice, not a map: a few dozen names, and one map a disk was a
-	// sixth of what a burst of new disks allocated.
+	// A slice, not a map: a few dozen names, and a map a disk was a large
+	// share of what a burst of new disks allocated (contrib/bench/README.md).
 	top []string
 }
 

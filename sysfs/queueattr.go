@@ -58,7 +58,7 @@ func (s FS) ReadQueueAttr(name, attr string) (string, error) {
 // attrValue is the value an attribute's contents hold: for "scheduler" the
 // active scheduler's name, not the whole list.
 func attrValue(name, attr, op string, b []byte) (string, error) {
-	if attr == "scheduler" {
+	if Attr(attr).Kind() == KindScheduler {
 		active, _, err := ParseScheduler(b)
 		if err != nil {
 			return "", &AttrError{Device: name, Attr: attr, Op: op, Err: err}
