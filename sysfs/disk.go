@@ -137,16 +137,7 @@ func (disk *Disk) open(rel string, flags int) (int, error) {
 	if flags&(unix.O_WRONLY|unix.O_RDWR) != 0 {
 		return openat2(disk.fd, rel, flags, unix.RESOLVE_BENEATH)
 	}
-	for {
-		fd, err := unix.Openat(disk.fd, rel, flags|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
-		}
-		return fd, nil
-	}
+	return openatRetry(disk.fd, rel, flags)
 }
 
 // resolve finds a disk's directory and opens it: the target of its

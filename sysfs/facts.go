@@ -264,16 +264,11 @@ func (r *reader) readRel(rel string) ([]byte, error) {
 	if r.absent(rel) {
 		return nil, &fs.PathError{Op: "open", Path: rel, Err: syscall.ENOENT}
 	}
-	for {
-		fd, err := unix.Openat(r.fd, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
-		}
-		return readFD(fd, rel)
+	fd, err := openatRetry(r.fd, rel, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
 	}
+	return readFD(fd, rel)
 }
 
 // readlink is the target of the link rel, or "" when there is none.
@@ -315,10 +310,8 @@ func (r *reader) list() ([]string, error) {
 	var buf [8192]byte
 	var names []string
 	for {
-		n, err := unix.Getdents(r.fd, buf[:])
+		n, err := retryEINTR(func() (int, error) { return unix.Getdents(r.fd, buf[:]) })
 		switch {
-		case err == unix.EINTR:
-			continue
 		case err != nil:
 			return nil, &fs.PathError{Op: "getdents", Path: r.dir, Err: err}
 		case n == 0:

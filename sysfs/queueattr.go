@@ -141,27 +141,15 @@ func (s FS) WriteReadQueueAttr(name, attr, value string) (got string, written bo
 // and closes fd.
 func writeRead(fd int, path, value string) ([]byte, bool, error) {
 	defer unix.Close(fd)
-	for {
-		_, err := unix.Write(fd, []byte(value))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, false, &fs.PathError{Op: "write", Path: path, Err: err}
-		}
-		break
+	if _, err := retryEINTR(func() (int, error) { return unix.Write(fd, []byte(value)) }); err != nil {
+		return nil, false, &fs.PathError{Op: "write", Path: path, Err: err}
 	}
 	var buf [maxAttr]byte
-	for {
-		n, err := unix.Pread(fd, buf[:], 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, true, &fs.PathError{Op: "read back", Path: path, Err: err}
-		}
-		return append([]byte(nil), buf[:n]...), true, nil
+	n, err := retryEINTR(func() (int, error) { return unix.Pread(fd, buf[:], 0) })
+	if err != nil {
+		return nil, true, &fs.PathError{Op: "read back", Path: path, Err: err}
 	}
+	return append([]byte(nil), buf[:n]...), true, nil
 }
 
 // queueAttrDo runs op on queue/<attr> of a disk: through the disk's own
