@@ -43,7 +43,7 @@ type Device struct {
 }
 
 // Empty reports whether nothing would be written.
-func (d *Device) Empty() bool { return len(d.Changes) == 0 }
+func (p *Device) Empty() bool { return len(p.Changes) == 0 }
 
 // For plans d against what the policy evaluation wants for it. Changes come
 // in write order (sysfs.CompareWriteOrder). A setting an earlier change may
