@@ -12,12 +12,12 @@ import (
 // active scheduler ("iosched/fifo_batch"). Its Kind says which.
 type Attr string
 
-// Kind is what sort of queue attribute an Attr is.
-type Kind uint8
+// AttrKind is what sort of queue attribute an Attr is.
+type AttrKind uint8
 
 const (
 	// KindUnknown is an attribute iosched does not manage.
-	KindUnknown Kind = iota
+	KindUnknown AttrKind = iota
 	// KindScheduler is queue/scheduler, the elevator.
 	KindScheduler
 	// KindTunable is a file of queue/ itself.
@@ -27,7 +27,7 @@ const (
 	KindParam
 )
 
-func (k Kind) String() string {
+func (k AttrKind) String() string {
 	switch k {
 	case KindScheduler:
 		return "scheduler"
@@ -58,7 +58,7 @@ func (a Attr) Param() string {
 // Kind says what a is. A parameter is KindParam whether or not the table
 // knows it (kernels add parameters; out-of-tree schedulers have their own);
 // a tunable is KindTunable only when the table has it.
-func (a Attr) Kind() Kind {
+func (a Attr) Kind() AttrKind {
 	if strings.HasPrefix(string(a), paramPrefix) {
 		return KindParam
 	}
@@ -106,7 +106,7 @@ type Range struct {
 // AttrSpec is one attribute iosched may set, and what holds for it.
 type AttrSpec struct {
 	Attr Attr
-	Kind Kind
+	Kind AttrKind
 	// Scheduler is, for a parameter, the mainline scheduler that has it.
 	Scheduler string
 	Range     Range
