@@ -280,7 +280,7 @@ func TestRenderListNotes(t *testing.T) {
 	size := uint64(3 << 30)
 	devs := []*sysfs.Device{
 		{Name: "vda", Class: sysfs.ClassVirtio, Driver: "virtio_blk", NoWaitReason: "open /dev/vda: operation not permitted", SizeBytes: &size},
-		{Name: "loop8", Class: sysfs.ClassLoop, Driver: "loop", NoWaitReason: "open /dev/loop8: no such device or address", HWQueues: 1, Errors: []string{"queue: no such file or directory"}},
+		{Name: "loop8", Class: sysfs.ClassLoop, Driver: "loop", NoWaitReason: "open /dev/loop8: no such device or address", HWQueues: intp(1), Errors: []string{"queue: no such file or directory"}},
 		{Name: "loop9", Class: sysfs.ClassLoop, Driver: "loop", NoWaitReason: "open /dev/loop9: no such device or address"},
 		{Name: "zram0", Class: sysfs.ClassZRAM, Driver: "zram", NoWait: &yes},
 	}
@@ -319,3 +319,5 @@ func TestListSurvivesABadEntry(t *testing.T) {
 		t.Errorf("list of two missing disks: exit %d, stderr %q; want both named", code, errb)
 	}
 }
+
+func intp(n int) *int { return &n }
