@@ -29,8 +29,8 @@ type Device struct {
 	DMUUID    string `json:"dm_uuid,omitempty"`
 	Multipath bool   `json:"multipath,omitempty"`
 
-	Rotational        *bool   `json:"rotational"`
-	Removable         *bool   `json:"removable"`
+	Rotational *bool `json:"rotational"`
+	Removable  *bool `json:"removable"`
 	// HWQueues counts the directories under mq/: 0 on a bio-based disk,
 	// nil when unknown (no mq/ in a copied tree, or not read).
 	HWQueues          *int    `json:"hw_queues"`

@@ -50,11 +50,11 @@ var cloudDisks = []struct {
 	// unknownSched: no queue/scheduler and no evidence of a bio-based
 	// queue, so the scheduler is unknown (nil, and not bio-based).
 	unknownSched bool
-	schedulers []string
-	majorMinor string
-	sizeBytes  uint64
-	model      string
-	hidden     bool
+	schedulers   []string
+	majorMinor   string
+	sizeBytes    uint64
+	model        string
+	hidden       bool
 }{
 	{name: "dm-0", class: ClassDM, driver: "device-mapper", dmName: "vg0-data", hwq: -1, unknownSched: true, rotational: true, schedulers: noneOf, majorMinor: "252:0", sizeBytes: 10 << 30},
 	{name: "dm-1", class: ClassDM, driver: "device-mapper", dmName: "mpatha", multipath: true, hwq: 1, scheduler: "mq-deadline", schedulers: all4, majorMinor: "252:1", sizeBytes: 200 << 30},
