@@ -173,7 +173,7 @@ func ValidateName(name string) error {
 // order (loop2 before loop10, nvme2n1 before nvme10n1). It reads block/,
 // which holds disks only (one getdents, no stat per entry: the daemon's
 // rescan of 1000 disks starts here), and on trees without block/ reads
-// class/block, skipping the entries that have a "partition" file.
+// class/block, skipping the partitions (see partitionOf).
 func (s FS) Disks() ([]string, error) {
 	dir := s.path("block")
 	if s.noBlock {
@@ -194,8 +194,10 @@ func (s FS) Disks() ([]string, error) {
 			continue
 		}
 		if s.noBlock {
-			if _, err := os.Lstat(s.path("class", "block", name, "partition")); err == nil {
-				continue
+			if dir, err := filepath.EvalSymlinks(s.path("class", "block", name)); err == nil {
+				if _, part := partitionOf(dir); part {
+					continue
+				}
 			}
 		}
 		names = append(names, name)
