@@ -62,6 +62,7 @@ func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, sk
 			return nil, nil, err
 		}
 	}
+	nodes := devnode.NodesFor(e.sysfsRoot, e.devDir)
 	devs = make([]*sysfs.Device, 0, len(names))
 	seen := make(map[string]bool, len(names))
 	var missing []string
@@ -81,7 +82,7 @@ func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, sk
 			continue
 		}
 		if nowait {
-			devnode.Fill(e.devDir, d)
+			nodes.Fill(d)
 		}
 		devs = append(devs, d)
 	}

@@ -198,7 +198,7 @@ func (s FS) resolve(name string) (string, int, bool, error) {
 	fd, confined, err := s.openDir(inRoot)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", -1, false, fmt.Errorf("%w: %s: %s is a dangling link (to %s): the disk is gone, or the tree lacks its directory", ErrNoDevice, name, rel, target)
+		return "", -1, false, fmt.Errorf("%w: %s (%s is a dangling link to %s: the disk is gone, or the tree lacks its directory)", ErrNoDevice, name, rel, target)
 	case err != nil:
 		return "", -1, false, fmt.Errorf("%s: %w", name, err)
 	}
