@@ -120,7 +120,7 @@ func TestListJSONShape(t *testing.T) {
 	// bio-based (a multipath table is request-based), so both are unknown.
 	var missing map[string]string
 	if d := byName["dm-0"]; string(d["scheduler"]) != "null" || string(d["hw_queues"]) != "null" || len(d["bio_based"]) != 0 ||
-		json.Unmarshal(d["missing"], &missing) != nil || !maps.Equal(missing, map[string]string{"hw_queues": "mq", "scheduler": "queue/scheduler"}) {
+		json.Unmarshal(d["missing"], &missing) != nil || !maps.Equal(missing, map[string]string{"hw_queues": "mq/", "scheduler": "queue/scheduler"}) {
 		t.Errorf("dm-0: scheduler %s hw_queues %s bio_based %s missing %s", d["scheduler"], d["hw_queues"], d["bio_based"], d["missing"])
 	}
 	if d := byName["vda"]; string(d["scheduler"]) != `"mq-deadline"` || string(d["class"]) != `"virtio"` || string(d["rotational"]) != "true" {
@@ -288,7 +288,7 @@ func TestRenderListNotes(t *testing.T) {
 	size := uint64(3 << 30)
 	devs := []*sysfs.Device{
 		{Name: "vda", Class: sysfs.ClassVirtio, Driver: "virtio_blk", NoWaitReason: "open /dev/vda: operation not permitted", SizeBytes: &size,
-			Missing: map[string]string{"scheduler": "queue/scheduler", "hw_queues": "mq"}},
+			Missing: map[string]string{"scheduler": "queue/scheduler", "hw_queues": "mq/"}},
 		{Name: "loop8", Class: sysfs.ClassLoop, Driver: "loop", NoWaitReason: "open /dev/loop8: no such device or address", HWQueues: intp(1), Errors: []string{"queue: no such file or directory"}},
 		{Name: "loop9", Class: sysfs.ClassLoop, Driver: "loop", NoWaitReason: "open /dev/loop9: no such device or address", HWQueues: intp(0), BioBasedBy: "test"},
 		{Name: "zram0", Class: sysfs.ClassZRAM, Driver: "zram", NoWait: &yes, HWQueues: intp(0), BioBasedBy: "zram disks are bio-based"},
@@ -304,7 +304,7 @@ loop8  loop    loop        ?    1    ?          ?       ?     -
 loop9  loop    loop        ?    0    -          ?       ?     -
 zram0  zram    zram        ?    0    -          yes     ?     -
 sdx    scsi    -           ?    1    ?          yes     ?     -
-vda: unknown: hw_queues (mq), scheduler (queue/scheduler) missing from the tree
+vda: unknown: hw_queues (mq/), scheduler (queue/scheduler) missing from the tree
 loop8: warning: queue: no such file or directory
 vda: nowait unknown: open /dev/vda: operation not permitted
 nowait unknown for loop8, loop9: open /dev/<disk>: no such device or address

@@ -73,7 +73,7 @@ type Device struct {
 	Properties map[string]string `json:"properties,omitempty"`
 
 	// Missing maps a fact read as unknown to the file that was not there
-	// ("rotational": "queue/rotational", "hw_queues": "mq"), so that
+	// ("rotational": "queue/rotational", "hw_queues": "mq/"), so that
 	// explain can say what was missing rather than guess.
 	Missing map[string]string `json:"missing,omitempty"`
 

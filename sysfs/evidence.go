@@ -63,7 +63,7 @@ func (r *reader) settle(d *Device, want Facts, schedFile, bare, live bool) {
 		zero := 0
 		d.HWQueues = &zero
 	case d.HWQueues == nil && want&FactHWQueues != 0 && !hasMQ:
-		d.missing("hw_queues", "mq")
+		d.missing("hw_queues", "mq/")
 	}
 	if want&FactRotational != 0 && d.Rotational == nil && !r.exists("queue/rotational") {
 		d.missing("rotational", "queue/rotational")
