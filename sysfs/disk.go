@@ -230,11 +230,12 @@ func (e *PartitionError) Error() string {
 func (e *PartitionError) Is(target error) bool { return target == ErrNoDevice }
 
 // partitionOf reports whether the device directory dir is a partition, and
-// the disk it is on. Any one of these says so: a "partition" file (Linux
-// 2.6.38 and later, block/partitions/core.c), DEVTYPE=partition in its
-// uevent (since block devices became a class, 2.6.25), or its directory
-// sitting inside a disk's (a partition's kobject is a child of its disk's in
-// every layout; a disk's parent is a "block" directory, which has no dev).
+// the disk it is on. Any one of these says so: its directory sitting inside a
+// disk's (a partition's kobject is a child of its disk's in every layout; a
+// disk's parent is a "block" directory, which has no dev), a "partition"
+// file (block/partitions/core.c; 2.6-era kernels have none), or
+// DEVTYPE=partition in its uevent (the name of part_type, which
+// drivers/base/core.c dev_uevent reports).
 func partitionOf(dir string) (disk string, ok bool) {
 	parent := filepath.Dir(dir)
 	if st, err := os.Stat(filepath.Join(parent, "dev")); err == nil && st.Mode().IsRegular() {
