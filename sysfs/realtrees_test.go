@@ -147,7 +147,7 @@ func TestPartitionOf(t *testing.T) {
 		}
 	}
 	write("block/sdq/dev", "8:0\n")
-	write("block/sdq/sdq1/dev", "8:1\n")         // inside its disk
+	write("block/sdq/sdq1/dev", "8:1\n")          // inside its disk
 	write("virtual/block/pfile/partition", "1\n") // a partition file only
 	write("virtual/block/pfile/dev", "259:9\n")
 	write("virtual/block/pevent/uevent", "MAJOR=259\nMINOR=8\nDEVTYPE=partition\n")
