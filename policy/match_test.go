@@ -81,6 +81,15 @@ func TestMatchKeys(t *testing.T) {
 		{"hw_queues max", `hw_queues = { max = 4 }`, with(vda(), func(d *sysfs.Device) { d.HWQueues = ptr(8) }), false, []string{"hw_queues: 8 is above 4"}},
 		{"hw_queues range", `hw_queues = { min = 2, max = 64 }`, with(vda(), func(d *sysfs.Device) { d.HWQueues = ptr(8) }), true, nil},
 		{"hw_queues 0 is bio-based", `hw_queues = 0`, with(vda(), func(d *sysfs.Device) { d.HWQueues = ptr(0); d.Scheduler = nil }), true, nil},
+		// No mq/ in a copied tree: unknown, never 0, and the file named.
+		{"hw_queues unknown never matches, not even 0", `hw_queues = { max = 64 }`, with(vda(), func(d *sysfs.Device) {
+			d.HWQueues = nil
+			d.Missing = map[string]string{"hw_queues": "mq/"}
+		}), false, []string{"hw_queues: unknown (mq/ is missing)"}},
+		{"rotational missing names its file", `rotational = true`, with(vda(), func(d *sysfs.Device) {
+			d.Rotational = nil
+			d.Missing = map[string]string{"rotational": "queue/rotational"}
+		}), false, []string{"rotational: unknown (queue/rotational is missing)"}},
 		{"size range", `size = { min = "1GiB", max = "64TiB" }`, vda(), true, nil},
 		{"size min", `size = { min = "32G" }`, vda(), false, []string{"size: 20GiB is below 32GiB"}},
 		{"size max in bytes", `size = { max = 1073741824 }`, vda(), false, []string{"size: 20GiB is above 1GiB"}},
@@ -127,6 +136,8 @@ func TestExcept(t *testing.T) {
 		{"an empty except excludes nothing", "[rule.except]\n", loop, true, nil},
 		{"an unknown fact does not hold in except either", "[rule.except]\nrotational = true\n",
 			with(vda(), func(d *sysfs.Device) { d.Rotational = nil }), true, nil},
+		{"unknown hw_queues does not hold in except", "[rule.except]\nhw_queues = { max = 1 }\n",
+			with(vda(), func(d *sysfs.Device) { d.HWQueues = nil; d.Missing = map[string]string{"hw_queues": "mq/"} }), true, nil},
 		{"any of several except tables", "[[rule.except]]\nclass = \"nvme\"\n[[rule.except]]\nrotational = true\nhw_queues = 1\n", vda(), false,
 			[]string{"except: rotational: true", "except: hw_queues: 1"}},
 		{"none of several except tables", "[[rule.except]]\nclass = \"nvme\"\n[[rule.except]]\nrotational = false\n", vda(), true, nil},
