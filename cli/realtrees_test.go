@@ -89,7 +89,7 @@ func TestNoWaitForeignTreeWithoutDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range out.Devices {
-		if string(d["nowait"]) != "null" || !strings.Contains(string(d["nowait_reason"]), "pass --dev DIR") {
+		if string(d["nowait"]) != "null" || !strings.Contains(string(d["nowait_reason"]), "pass --dev DIR to test them") {
 			t.Errorf("%s: nowait %s reason %s", d["name"], d["nowait"], d["nowait_reason"])
 		}
 	}
@@ -97,12 +97,12 @@ func TestNoWaitForeignTreeWithoutDev(t *testing.T) {
 		t.Errorf("%d disks, want the cloud tree's 23", len(out.Devices))
 	}
 	stdout, _, _ = runMain(t, "--sysfs", "testdata/sysfs/cloud", "list")
-	if want := "nowait unknown for every disk: not tested: --sysfs testdata/sysfs/cloud is not this machine's /sys, so /dev is not its nodes; pass --dev DIR to test nodes there\n"; !strings.HasSuffix(string(stdout), want) {
+	if want := "nowait unknown for every disk: --sysfs testdata/sysfs/cloud is not this machine's /sys, so /dev does not hold its nodes: pass --dev DIR to test them\n"; !strings.HasSuffix(string(stdout), want) {
 		t.Errorf("list ends:\n%s\nwant %q", stdout, want)
 	}
 	// explain says it on the disk's own line.
 	stdout, _, _ = runMain(t, "--sysfs", "testdata/sysfs/cloud", "--policy", "policy/default.toml", "explain", "loop0")
-	if !strings.Contains(string(stdout), "nowait:      ? (not tested: --sysfs testdata/sysfs/cloud is not this machine's /sys") {
+	if !strings.Contains(string(stdout), "nowait:      ? (--sysfs testdata/sysfs/cloud is not this machine's /sys") {
 		t.Errorf("explain loop0:\n%s", stdout)
 	}
 }

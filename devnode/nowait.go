@@ -144,7 +144,7 @@ func NodesFor(sysfsRoot, devDir string) Nodes {
 	case sameDir(sysfsRoot, sysfs.DefaultRoot):
 		return Nodes{dir: DefaultDir}
 	}
-	return Nodes{refused: fmt.Sprintf("not tested: --sysfs %s is not this machine's %s, so %s is not its nodes; pass --dev DIR to test nodes there", sysfsRoot, sysfs.DefaultRoot, DefaultDir)}
+	return Nodes{refused: fmt.Sprintf("--sysfs %s is not this machine's %s, so %s does not hold its nodes: pass --dev DIR to test them", sysfsRoot, sysfs.DefaultRoot, DefaultDir)}
 }
 
 // Fill sets d.NoWait as the package-level Fill does, from n's directory,

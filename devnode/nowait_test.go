@@ -164,7 +164,7 @@ func TestNodesFor(t *testing.T) {
 		d := &sysfs.Device{Name: "vda", DevName: "vda", MajorMinor: "254:0"}
 		n.Fill(d)
 		if tt.dir == "" {
-			want := "not tested: --sysfs ../testdata/sysfs/cloud is not this machine's /sys, so /dev is not its nodes; pass --dev DIR to test nodes there"
+			want := "--sysfs ../testdata/sysfs/cloud is not this machine's /sys, so /dev does not hold its nodes: pass --dev DIR to test them"
 			if d.NoWait != nil || d.NoWaitReason != want {
 				t.Errorf("NodesFor(%q, %q): nowait %v reason %q, want unknown: %q", tt.sysfs, tt.dev, d.NoWait, d.NoWaitReason, want)
 			}
