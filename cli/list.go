@@ -204,7 +204,7 @@ func orDash(s string) string {
 }
 
 // missingFiles words the facts read as unknown because their file is not
-// in the tree ("scheduler (queue/scheduler), hw_queues (mq) missing"), so
+// in the tree ("hw_queues (mq/), scheduler (queue/scheduler) missing"), so
 // a "?" in the table is never unexplained; "" when none.
 func missingFiles(d *sysfs.Device) string {
 	if len(d.Missing) == 0 {

@@ -141,8 +141,8 @@ func (disk *Disk) Facts(want Facts, known Ident) (*Device, error) {
 	if d.Schedulers == nil {
 		d.Schedulers = []string{}
 	}
-	// BioBased() tells a bio-based disk (no scheduler file, no hardware
-	// queue) from one whose scheduler could not be read by mq/.
+	// Without a scheduler, mq/ tells a blk-mq queue whose scheduler file
+	// is missing or unreadable from a bio-based one (settle).
 	if want&FactHWQueues != 0 || d.Scheduler == nil {
 		d.HWQueues = r.hwQueues()
 	}
