@@ -194,7 +194,7 @@ func boolCond(key string, get func(*sysfs.Device) (*bool, string)) condParser {
 		return []cond{{key: key, test: func(dev *sysfs.Device) (bool, string) {
 			have, unknown := get(dev)
 			if have == nil {
-				return false, "unknown (" + unknown + ")"
+				return false, unknownFact(dev, key, unknown)
 			}
 			if *have == want {
 				return true, strconv.FormatBool(*have)
@@ -303,7 +303,10 @@ func parseHWQueues(d *decoder, l loc, v any) []cond {
 	itoa := func(n uint64) string { return strconv.FormatUint(n, 10) }
 	return []cond{{key: "hw_queues", test: func(dev *sysfs.Device) (bool, string) {
 		// 0 is a fact too: a bio-based disk has no hardware queues.
-		return b.test(uint64(max(dev.HWQueues, 0)), itoa)
+		if dev.HWQueues == nil {
+			return false, unknownFact(dev, "hw_queues", "not read")
+		}
+		return b.test(uint64(max(*dev.HWQueues, 0)), itoa)
 	}}}
 }
 
@@ -331,7 +334,7 @@ func parseSize(d *decoder, l loc, v any) []cond {
 	}
 	return []cond{{key: "size", test: func(dev *sysfs.Device) (bool, string) {
 		if dev.SizeBytes == nil {
-			return false, "unknown (not reported by the kernel)"
+			return false, unknownFact(dev, "size", "not reported by the kernel")
 		}
 		return b.test(*dev.SizeBytes, formatBytes)
 	}}}
@@ -450,4 +453,13 @@ func validPropertyName(s string) bool {
 		}
 	}
 	return true
+}
+
+// unknownFact words an unknown fact: the file that was missing when the read
+// found none (a copied tree often lacks files the kernel has), else why.
+func unknownFact(dev *sysfs.Device, key, why string) string {
+	if file, ok := dev.Missing[key]; ok {
+		return "unknown (" + file + " is missing)"
+	}
+	return "unknown (" + why + ")"
 }

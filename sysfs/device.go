@@ -6,7 +6,11 @@ import "fmt"
 // Pointer fields are nil when the kernel does not have the attribute or it
 // could not be read (the reason is then in Errors).
 type Device struct {
-	Name       string `json:"name"`
+	Name string `json:"name"`
+	// DevName is the disk's node below /dev as the kernel names it: the
+	// name, but "cciss/c0d0" for the disk sysfs calls "cciss!c0d0" (a '/'
+	// in a device name is a '!' in sysfs, lib/kobject.c).
+	DevName    string `json:"devname"`
 	MajorMinor string `json:"major_minor"`
 	// DiskSeq is the kernel's sequence number of this disk (Linux 5.15+):
 	// a disk removed and created again under the same name and number
@@ -25,9 +29,11 @@ type Device struct {
 	DMUUID    string `json:"dm_uuid,omitempty"`
 	Multipath bool   `json:"multipath,omitempty"`
 
-	Rotational        *bool   `json:"rotational"`
-	Removable         *bool   `json:"removable"`
-	HWQueues          int     `json:"hw_queues"`
+	Rotational *bool `json:"rotational"`
+	Removable  *bool `json:"removable"`
+	// HWQueues counts the directories under mq/: 0 on a bio-based disk,
+	// nil when unknown (no mq/ in a copied tree, or not read).
+	HWQueues          *int    `json:"hw_queues"`
 	SizeBytes         *uint64 `json:"size_bytes"`
 	LogicalBlockSize  *uint64 `json:"logical_block_size"`
 	PhysicalBlockSize *uint64 `json:"physical_block_size"`
@@ -37,10 +43,15 @@ type Device struct {
 	// nvme1c1n1). Its queue is real: the path is where requests queue.
 	Hidden bool `json:"hidden,omitempty"`
 
-	// Scheduler is the active elevator, nil on a bio-based disk (no
-	// queue/scheduler file): no scheduler can be set there.
+	// Scheduler is the active elevator; nil on a bio-based disk, where no
+	// scheduler can be set, and when queue/scheduler is missing or could not
+	// be parsed (then Missing or Errors says so).
 	Scheduler  *string  `json:"scheduler"`
 	Schedulers []string `json:"schedulers"`
+	// BioBasedBy is the evidence that the disk is bio-based (has no
+	// request queue, so no scheduler), "" when there is none. A missing
+	// queue/scheduler alone is not evidence: copied trees lack files.
+	BioBasedBy string `json:"bio_based,omitempty"`
 
 	// NoWait is whether the driver accepts RWF_NOWAIT I/O; nil when it was
 	// not (or could not be) tested, with the reason in NoWaitReason.
@@ -61,14 +72,27 @@ type Device struct {
 	// udev-mode uevent); sysfs does not fill them.
 	Properties map[string]string `json:"properties,omitempty"`
 
+	// Missing maps a fact read as unknown to the file that was not there
+	// ("rotational": "queue/rotational", "hw_queues": "mq/"), so that
+	// explain can say what was missing rather than guess.
+	Missing map[string]string `json:"missing,omitempty"`
+
 	Errors []string `json:"errors"`
 }
 
-// BioBased reports whether the disk has no request queue and so no
-// scheduler at all: no queue/scheduler file and no hardware queues. A blk-mq
-// disk whose scheduler file could not be parsed is not bio-based (Scheduler is
-// nil there too, and the reason is in Errors).
-func (d *Device) BioBased() bool { return d.Scheduler == nil && d.HWQueues == 0 }
+// BioBased reports whether the disk is known to have no request queue and so
+// no scheduler at all (BioBasedBy says how it is known). A disk whose
+// scheduler file is missing or could not be parsed is not known to be
+// bio-based: Scheduler is nil there too, and Missing or Errors says why.
+func (d *Device) BioBased() bool { return d.BioBasedBy != "" }
+
+// missing records that fact is unknown because file is not there.
+func (d *Device) missing(fact, file string) {
+	if d.Missing == nil {
+		d.Missing = map[string]string{}
+	}
+	d.Missing[fact] = file
+}
 
 func (d *Device) errorf(format string, a ...any) {
 	d.Errors = append(d.Errors, fmt.Sprintf(format, a...))

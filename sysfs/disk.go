@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"syscall"
@@ -166,6 +167,9 @@ func (s FS) resolve(name string) (string, int, bool, error) {
 	case errors.Is(err, syscall.EINVAL):
 		resolved = link // a directory, not a link (a hand-made tree)
 	case errors.Is(err, fs.ErrNotExist):
+		if disk := s.enclosingDisk(name); disk != "" {
+			return "", -1, false, &PartitionError{Name: name, Disk: disk}
+		}
 		return "", -1, false, fmt.Errorf("%w: %s", ErrNoDevice, name)
 	default:
 		return "", -1, false, fmt.Errorf("%s: %w", name, err)
@@ -185,15 +189,72 @@ func (s FS) resolve(name string) (string, int, bool, error) {
 	fd, confined, err := s.openDir(inRoot)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", -1, false, fmt.Errorf("%w: %s", ErrNoDevice, name) // a dangling link
+		return "", -1, false, fmt.Errorf("%w: %s (%s is a dangling link to %s: the disk is gone, or the tree lacks its directory)", ErrNoDevice, name, rel, target)
 	case err != nil:
 		return "", -1, false, fmt.Errorf("%s: %w", name, err)
 	}
 	// block/ holds whole disks only; class/block partitions too.
-	var st unix.Stat_t
-	if viaClass && unix.Fstatat(fd, "partition", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-		unix.Close(fd)
-		return "", -1, false, fmt.Errorf("%w: %s is a partition, not a whole disk", ErrNoDevice, name)
+	if viaClass {
+		if disk, ok := partitionOf(resolved); ok {
+			unix.Close(fd)
+			return "", -1, false, &PartitionError{Name: name, Disk: disk}
+		}
 	}
 	return resolved, fd, confined, nil
+}
+
+// PartitionError is returned when a partition is named where a whole disk is
+// wanted. It is an ErrNoDevice: there is no disk of that name.
+type PartitionError struct {
+	Name string
+	Disk string // the disk it is on, "" when the tree does not say
+}
+
+func (e *PartitionError) Error() string {
+	if e.Disk == "" {
+		return e.Name + " is a partition, not a whole disk"
+	}
+	return fmt.Sprintf("%s is a partition of %s, not a whole disk: name %s", e.Name, e.Disk, e.Disk)
+}
+
+// Is makes errors.Is(err, ErrNoDevice) hold.
+func (e *PartitionError) Is(target error) bool { return target == ErrNoDevice }
+
+// partitionOf reports whether the device directory dir is a partition, and
+// the disk it is on. Any one of these says so: its directory sitting inside a
+// disk's (a partition's kobject is a child of its disk's in every layout; a
+// disk's parent is a "block" directory, which has no dev), a "partition"
+// file (block/partitions/core.c; 2.6-era kernels have none), or
+// DEVTYPE=partition in its uevent (the name of part_type, which
+// drivers/base/core.c dev_uevent reports).
+func partitionOf(dir string) (disk string, ok bool) {
+	parent := filepath.Dir(dir)
+	if st, err := os.Stat(filepath.Join(parent, "dev")); err == nil && st.Mode().IsRegular() {
+		return filepath.Base(parent), true
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "partition")); err == nil {
+		return "", true
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "uevent")); err == nil && ueventValue(b, "DEVTYPE") == "partition" {
+		return "", true
+	}
+	return "", false
+}
+
+// enclosingDisk finds name as a partition directory inside a disk's
+// directory under block/ (the layout of kernels before class/block, and of
+// CONFIG_SYSFS_DEPRECATED: block/sda/sda1), and returns the disk, or "".
+// Only the error path of a name not found calls it.
+func (s FS) enclosingDisk(name string) string {
+	disks, err := os.ReadDir(s.path("block"))
+	if err != nil {
+		return ""
+	}
+	for _, e := range disks {
+		dir := s.path("block", e.Name(), name)
+		if st, err := os.Stat(filepath.Join(dir, "dev")); err == nil && st.Mode().IsRegular() {
+			return e.Name()
+		}
+	}
+	return ""
 }

@@ -147,7 +147,7 @@ func (disk *Disk) Read(want Facts, known Ident) (*Device, error) {
 		}
 	}
 
-	schedFile := false
+	schedFile, bare := false, false
 	if b, ok := r.read("queue/scheduler", false); ok {
 		schedFile = true
 		active, offered, err := ParseScheduler(b)
@@ -156,13 +156,14 @@ func (disk *Disk) Read(want Facts, known Ident) (*Device, error) {
 		} else {
 			d.Scheduler = &active
 			d.Schedulers = offered
+			bare = !strings.Contains(string(b), "[")
 		}
 	}
 	if d.Schedulers == nil {
 		d.Schedulers = []string{}
 	}
-	// BioBased() tells a bio-based disk (no scheduler file, no hardware
-	// queue) from one whose scheduler could not be read by mq/.
+	// Without a scheduler, mq/ tells a blk-mq queue whose scheduler file
+	// is missing or unreadable from a bio-based one (settle).
 	if want&FactHWQueues != 0 || d.Scheduler == nil {
 		d.HWQueues = r.hwQueues()
 	}
@@ -194,6 +195,7 @@ func (disk *Disk) Read(want Facts, known Ident) (*Device, error) {
 		}
 	}
 	classify(d, resolved, s.rootAbs(), &r)
+	r.settle(d, want, schedFile, bare, s.live)
 	if want&FactIdentity != 0 && d.Model == "" && d.Class == ClassMMC {
 		d.Model = r.text("device/name") // an MMC/SD card's product name
 	}
@@ -379,16 +381,18 @@ func (r *reader) boolean(rel string) *bool {
 }
 
 // hwQueues counts the entries under mq/ (one directory per hardware queue on
-// a blk-mq disk; absent on a bio-based one).
-func (r *reader) hwQueues() int {
+// a blk-mq disk; absent on a bio-based one, and in copies that left it out):
+// nil when there is no mq/ or it could not be read.
+func (r *reader) hwQueues() *int {
 	qs, err := r.names("mq", true)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			r.dev.errorf("mq: %v", unwrapPath(err))
 		}
-		return 0
+		return nil
 	}
-	return len(qs)
+	n := len(qs)
+	return &n
 }
 
 // iosched reads the active scheduler's parameters.
