@@ -41,6 +41,7 @@ for n in $SIZES; do
 	log "raw: $n at once"
 	bg "$LB" raw -first $A -count "$n" -sched $SCHED >"$TMP/c_raw_$n.json"
 	cmetric "raw $n $("$LB" jget "$TMP/c_raw_$n.json" write_s)"
+	cmetric "extra foreign_uevents_raw_$n $("$LB" jget "$TMP/c_raw_$n.json" foreign_uevents)"
 	remove_n "$n"
 	log "sequential writer: $n one after another"
 	bg "$LB" seq -first $A -count "$n" -sched $SCHED >"$TMP/c_seq_$n.json"
@@ -56,6 +57,7 @@ for n in $SIZES; do
 	bg "$LB" hotplug -first $A -count "$n" -sched $SCHED -pause $DAEMON_PID >"$TMP/c_iosched_$n.json"
 	[[ $("$LB" jget "$TMP/c_iosched_$n.json" timed_out) == false ]] || cmetric "warning iosched $n timed out"
 	cmetric "iosched $n $("$LB" jget "$TMP/c_iosched_$n.json" converge_s)"
+	cmetric "extra foreign_uevents_iosched_$n $("$LB" jget "$TMP/c_iosched_$n.json" foreign_uevents)"
 	remove_n "$n"
 done
 stop_pid $DAEMON_PID
@@ -94,6 +96,7 @@ for kind in attr run; do
 		[[ $("$LB" jget "$TMP/c_udevd_${kind}_$n.json" timed_out) == false ]] || cmetric "warning udevd $kind $n timed out"
 		cmetric "udevd_$kind $n $("$LB" jget "$TMP/c_udevd_${kind}_$n.json" converge_s)"
 		cmetric "extra udevd_${kind}_max_workers_$n $("$LB" jget "$TMP/c_udevd_${kind}_$n.json" max_children)"
+		cmetric "extra foreign_uevents_udevd_${kind}_$n $("$LB" jget "$TMP/c_udevd_${kind}_$n.json" foreign_uevents)"
 		nsenter -t $UDEVD_PID -m udevadm settle -t 120
 		remove_n "$n"
 		nsenter -t $UDEVD_PID -m udevadm settle -t 120

@@ -86,7 +86,9 @@ func drawComparison(c Comparison, svg, png string) error {
 			labels.TextStyle[j].XAlign = draw.XCenter
 		}
 		labels.Offset = vg.Point{Y: vg.Points(5)}
-		if s.Key == "raw" { // below its line: iosched's is just above
+		// Below their points: iosched's and the RUN rule's lines are
+		// just above (labels above would overlap).
+		if s.Key == "raw" || s.Key == "udevd_attr" {
 			labels.Offset = vg.Point{Y: vg.Points(-13)}
 		}
 		p.Add(line, points, labels)
