@@ -2,7 +2,9 @@
 // removes the benchmark's loop devices, switches their schedulers directly
 // (the raw limit), times how long a daemon (iosched, udevd) takes to bring
 // hot-plugged loops to a scheduler, waits for sd_notify READY=1, and prints
-// the final table.
+// the final table; for `run.sh compare` it also times a sequential writer
+// and loops already present (tuned), measures what one process run costs,
+// and draws the comparison figure.
 //
 // It touches only loop devices in [first, first+count), and run.sh only ever
 // passes numbers in 40000-41999.
