@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -87,14 +88,22 @@ scheduler = "mq-deadline"
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// stop ends the daemon; its log may be read only after (the buffer
+	// is written by exec's copying goroutine until the process exits).
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
 	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		stop()
 		if t.Failed() {
 			t.Logf("daemon log:\n%s", log.String())
 		}
@@ -127,6 +136,7 @@ scheduler = "mq-deadline"
 		b, err := os.ReadFile(sched)
 		return err == nil && strings.Contains(string(b), "[mq-deadline]")
 	}, done)
+	stop()
 	if !strings.Contains(log.String(), "msg=set device="+name+" attribute=scheduler") {
 		t.Errorf("the daemon's log has no set line for %s", name)
 	}
