@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # contrib/bench/run.sh: issue 4's "Speed and size", all in one run.
 #
-#   sudo contrib/bench/run.sh
+#   sudo contrib/bench/run.sh            # the figures below
+#   sudo contrib/bench/run.sh compare    # iosched against the alternatives (compare.sh)
 #
 # Measures on this machine, with 1000 loop devices and a scheduler switch
 # (loop's default none -> mq-deadline):
@@ -35,6 +36,15 @@ if ! command -v go >/dev/null; then
 	exit 1
 fi
 
+MODE=${1:-all}
+case $MODE in
+all | compare) ;;
+*)
+	echo "usage: $0 [compare]" >&2
+	exit 2
+	;;
+esac
+
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 RESULTS=${RESULTS:-$HERE/results}
@@ -51,6 +61,7 @@ LB=$TMP/loopbench
 IOSCHED=$TMP/iosched
 DAEMON_PID=
 UDEVD_PID=
+TUNED_PID= # compare.sh's; SIGKILLed (on SIGTERM tuned first undoes its settings, one by one)
 WAIT_PID=
 CHILD= # the helper running now (see bg)
 CREATED=0 # set once loops may exist that this run created
@@ -85,6 +96,7 @@ cleanup() {
 	[[ -n $WAIT_PID ]] && kill "$WAIT_PID" 2>/dev/null && wait "$WAIT_PID" 2>/dev/null
 	[[ -n $DAEMON_PID ]] && stop_pid "$DAEMON_PID"
 	[[ -n $UDEVD_PID ]] && stop_pid "$UDEVD_PID"
+	[[ -n $TUNED_PID ]] && kill -KILL "$TUNED_PID" 2>/dev/null && wait "$TUNED_PID" 2>/dev/null
 	if ((CREATED)) && [[ -x $LB ]]; then
 		"$LB" remove -first $A -count $((2 * N)) -parallel 64 || log "WARNING: some loops in $A-$((B + N - 1)) could not be removed"
 	fi
@@ -113,6 +125,41 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # on-CPU nanoseconds and voluntary+involuntary context switches, all threads
 status_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 remove_loops() { bg "$LB" remove -first "$1" -count $N -parallel 64; }
+
+# start_daemon starts the benchmark's iosched daemon (policy.toml, its own
+# runtime and state directories) and returns once it sent READY=1.
+start_daemon() {
+	"$LB" waitready -socket "$TMP/notify.sock" -timeout 120s >"$TMP/ready.txt" &
+	WAIT_PID=$!
+	for ((i = 0; i < 200; i++)); do [[ -S $TMP/notify.sock ]] && break; sleep 0.01; done
+	NOTIFY_SOCKET=$TMP/notify.sock "$IOSCHED" daemon --policy "$TMP/policy.toml" \
+		--runtime-dir "$TMP/run" --state-dir "$TMP/state" 2>"$TMP/daemon.log" &
+	DAEMON_PID=$!
+	wait "$WAIT_PID"
+	WAIT_PID=
+	rm -f "$TMP/notify.sock"
+}
+
+# start_udevd RULES starts a private systemd-udevd whose only rules are the
+# files of directory RULES. unshare execs: the pid is udevd's. In its mount
+# namespace both rules directories are RULES, so it acts on nothing but
+# what those rules match (loops 40000-41999), and /run is a tmpfs of its
+# own, so no file is left in /etc/udev or /run/udev. udevadm reaches it
+# through nsenter -m.
+start_udevd() {
+	unshare -m --propagation private -- sh -c '
+		mount -t tmpfs -o mode=0755 tmpfs /run &&
+		mount --bind "$1" /usr/lib/udev/rules.d &&
+		mount --bind "$1" /etc/udev/rules.d &&
+		exec "$2"' sh "$1" "$UDEVD" >>"$TMP/udevd.log" 2>&1 &
+	UDEVD_PID=$!
+	for ((i = 0; i < 200; i++)); do
+		nsenter -t $UDEVD_PID -m udevadm control --ping >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	nsenter -t $UDEVD_PID -m udevadm control --ping
+	[[ $(cat /proc/$UDEVD_PID/comm) == systemd-udevd ]] || { log "udevd did not start"; exit 1; }
+}
 
 # ---------------------------------------------------------------- preflight
 for n in $(seq $A $((B + N - 1))); do
@@ -182,6 +229,12 @@ cat >"$TMP/rules/99-iosched-bench.rules" <<EOF
 ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="loop4[01][0-9][0-9][0-9]", ATTR{queue/scheduler}="$SCHED"
 EOF
 
+if [[ $MODE == compare ]]; then
+	# shellcheck source=contrib/bench/compare.sh
+	. "$HERE/compare.sh"
+	exit 0
+fi
+
 # ---------------------------------------------------------------- 1. raw
 CREATED=1
 log "raw: create $N loops, then write all $N scheduler files at once"
@@ -194,14 +247,7 @@ remove_loops $B
 
 # ---------------------------------------------------------------- 2. daemon
 log "iosched daemon: start, wait for READY=1"
-"$LB" waitready -socket "$TMP/notify.sock" -timeout 120s >"$TMP/ready.txt" &
-WAIT_PID=$!
-for ((i = 0; i < 200; i++)); do [[ -S $TMP/notify.sock ]] && break; sleep 0.01; done
-NOTIFY_SOCKET=$TMP/notify.sock "$IOSCHED" daemon --policy "$TMP/policy.toml" \
-	--runtime-dir "$TMP/run" --state-dir "$TMP/state" 2>"$TMP/daemon.log" &
-DAEMON_PID=$!
-wait "$WAIT_PID"
-WAIT_PID=
+start_daemon
 metric daemon_ready_s "$(cat "$TMP/ready.txt")"
 metric daemon_start_disks "$("$LB" jget "$TMP/run/state.json" last_scan.disks)"
 
@@ -286,21 +332,7 @@ remove_loops $A
 # ---------------------------------------------------------------- 3. udevd
 if [[ $SKIP_UDEVD != 1 ]]; then
 	log "systemd-udevd: start a private one (its own mount namespace: only the benchmark's rule, its own /run)"
-	# unshare execs: the pid is udevd's. Its rules directories are the
-	# benchmark's, so it acts on nothing but loops 40000-41999, and no
-	# file is left in /etc/udev or /run/udev.
-	unshare -m --propagation private -- sh -c '
-		mount -t tmpfs -o mode=0755 tmpfs /run &&
-		mount --bind "$1" /usr/lib/udev/rules.d &&
-		mount --bind "$1" /etc/udev/rules.d &&
-		exec "$2"' sh "$TMP/rules" "$UDEVD" >"$TMP/udevd.log" 2>&1 &
-	UDEVD_PID=$!
-	for ((i = 0; i < 200; i++)); do
-		nsenter -t $UDEVD_PID -m udevadm control --ping >/dev/null 2>&1 && break
-		sleep 0.05
-	done
-	nsenter -t $UDEVD_PID -m udevadm control --ping
-	[[ $(cat /proc/$UDEVD_PID/comm) == systemd-udevd ]] || { log "udevd did not start"; exit 1; }
+	start_udevd "$TMP/rules"
 	metric udevd_version "$("$UDEVD" --version | head -1 | tr ' ' '_')"
 	udevd_cpu() { # ticks of udevd, its live workers and the workers it reaped
 		local s c

@@ -28,6 +28,8 @@ import (
 //	daemon tests                   20000-23999
 //	apply benchmark                30000-30999
 //	contrib/bench                  40000-41999
+//	contrib/kubernetes (pod test)  42000-42009
+//	contrib/udev (rule test)       42010-42019
 
 // Require fails or skips t unless this is root on a machine with
 // /dev/loop-control. With IOSCHED_INTEGRATION=required (as .ci/run sets) a

@@ -2,7 +2,9 @@
 // removes the benchmark's loop devices, switches their schedulers directly
 // (the raw limit), times how long a daemon (iosched, udevd) takes to bring
 // hot-plugged loops to a scheduler, waits for sd_notify READY=1, and prints
-// the final table.
+// the final table; for `run.sh compare` it also times a sequential writer
+// and loops already present (tuned), measures what one process run costs,
+// and draws the comparison figure.
 //
 // It touches only loop devices in [first, first+count), and run.sh only ever
 // passes numbers in 40000-41999.
@@ -60,6 +62,16 @@ func main() {
 		err = cmdJget(args)
 	case "report":
 		err = cmdReport(args)
+	case "create":
+		err = cmdCreate(args)
+	case "seq":
+		err = cmdSeq(args)
+	case "watch":
+		err = cmdWatch(args)
+	case "execcost":
+		err = cmdExecCost(args)
+	case "compare":
+		err = cmdCompare(args)
 	default:
 		usage()
 	}
@@ -70,7 +82,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: loopbench raw|rawhotplug|hotplug|remove|count|uevent|waitready|idle|logspan|jget|report [flags]")
+	fmt.Fprintln(os.Stderr, "usage: loopbench raw|rawhotplug|hotplug|remove|count|uevent|waitready|idle|logspan|jget|report|create|seq|watch|execcost|compare [flags]")
 	os.Exit(2)
 }
 
@@ -322,6 +334,19 @@ type HotplugResult struct {
 	// ForeignUevents were sent for other devices from the first
 	// LOOP_CTL_ADD to the end.
 	ForeignUevents int64 `json:"foreign_uevents"`
+	// MaxChildren is the most child processes of -children PID seen at
+	// one poll (udevd's workers), when asked.
+	MaxChildren int `json:"max_children,omitempty"`
+}
+
+// children counts the child processes of pid's main thread (a
+// single-threaded daemon such as udevd forks from it).
+func children(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+	if err != nil {
+		return 0
+	}
+	return len(strings.Fields(string(b)))
 }
 
 func cmdHotplug(args []string) error {
@@ -332,6 +357,7 @@ func cmdHotplug(args []string) error {
 	poll := fs.Duration("poll", 5*time.Millisecond, "poll interval")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up after")
 	pause := fs.Int("pause", 0, "pid to SIGSTOP while the loops are created and SIGCONT after (a burst)")
+	parent := fs.Int("children", 0, "pid whose child processes to count at each poll (the most is reported)")
 	fs.Parse(args)
 	if err := r.check(); err != nil {
 		return err
@@ -354,6 +380,9 @@ func cmdHotplug(args []string) error {
 		<-startPoll
 		for {
 			res.Polls++
+			if *parent > 0 {
+				res.MaxChildren = max(res.MaxChildren, children(*parent))
+			}
 			for next < r.count {
 				res.Reads++
 				b, err := readAttr(r.attr(next, "queue/scheduler"), buf)
