@@ -236,4 +236,3 @@ func (s *Set) Files() []string {
 	}
 	return out
 }
-
