@@ -267,7 +267,7 @@ func (w tunedWrite) applies(d *sysfs.Device) (verdict, []string) {
 		return fails, nil
 	}
 	switch {
-	case strings.HasPrefix(d.Path, "devices/virtual/"), d.Class == sysfs.ClassSCSI, d.Class == sysfs.ClassVirtio,
+	case noParent(d), d.Class == sysfs.ClassSCSI, d.Class == sysfs.ClassVirtio,
 		d.Class == sysfs.ClassNVMe, d.Class == sysfs.ClassXen:
 	case d.Class == sysfs.ClassMMC, d.Class == sysfs.ClassPMem:
 		return fails, nil

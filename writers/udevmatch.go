@@ -82,15 +82,15 @@ func (m udevMatch) eval(ev udevEvent) verdict {
 
 // evalParents decides KERNELS, SUBSYSTEMS, DRIVERS and ATTRS, which hold
 // when the device or any of its parents matches. The device itself is
-// known; parents are known to be none only for a virtual disk
-// (devices/virtual/...); otherwise only a match on the device itself is
+// known; parents are known to be none only for a disk directly under
+// devices/virtual/block; otherwise only a match on the device itself is
 // decided, and ATTRS{model} and ATTRS{vendor}, from the disk's model and
 // vendor when known: they are read from the one parent that has such files
 // (the SCSI device, the NVMe controller); the host, target and PCI
 // devices above have none.
 func (m udevMatch) evalParents(ev udevEvent) verdict {
 	d := ev.dev
-	virtual := strings.HasPrefix(d.Path, "devices/virtual/")
+	virtual := noParent(d)
 	var self string
 	selfKnown, selfPresent := true, true
 	switch m.key {
@@ -242,4 +242,12 @@ func schedulerFile(active string, offered []string) string {
 		parts[i] = s
 	}
 	return strings.Join(parts, " ")
+}
+
+// noParent reports whether the disk has no parent device: it sits in
+// devices/virtual/block, whose directories above are not devices (loop,
+// dm, md, zram, brd, ...). An NVMe multipath head, under
+// devices/virtual/nvme-subsystem/nvme-subsysN, has one.
+func noParent(d *sysfs.Device) bool {
+	return d.Path == "devices/virtual/block/"+d.Name
 }
