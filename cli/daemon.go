@@ -59,6 +59,7 @@ values stay remembered for the next stop.`,
 				RuntimeDir:   runtimeDir,
 				StateDir:     stateDir,
 				Parallel:     parallel,
+				RulesRoot:    e.root,
 				Logger:       daemon.NewLogger(e.stderr, level),
 			})
 			if err != nil {
