@@ -219,20 +219,3 @@ func (f *udevFile) writesFor(d *sysfs.Device) []Write {
 	}
 	return out
 }
-
-// Root is the directory the set was read under.
-func (s *Set) Root() string { return s.root }
-
-// Files lists the files holding writes, as on the system, for messages.
-func (s *Set) Files() []string {
-	var out []string
-	for _, f := range s.udev {
-		out = append(out, f.path)
-	}
-	for _, t := range s.tuned {
-		if !slices.Contains(out, t.opt.file) {
-			out = append(out, t.opt.file)
-		}
-	}
-	return out
-}
