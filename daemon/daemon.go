@@ -77,6 +77,7 @@ type Config struct {
 	// Seams for tests.
 	dial          dialer
 	followDial    dialer // udevd's events in kernel mode; nil: not followed
+	udevdGrace    time.Duration
 	evaluate      func(*policy.Policy, *sysfs.Device) policy.Evaluation
 	stateDebounce time.Duration
 }

@@ -71,7 +71,7 @@ func (d *Daemon) pass(name string, j job) {
 	}
 	p := plan.For(dev, ev)
 	res := apply.Result{Device: name}
-	if !p.Empty() {
+	if !p.Empty() && !d.leaveToUdevd(dev, p, j) {
 		if pol.Daemon.RestoreOnExit {
 			if err := d.orig.remember(dev, p.Changes); err != nil {
 				d.log.Error("remembering original values; restore_on_exit may not restore them", "device", name, "error", err)

@@ -57,7 +57,7 @@ func TestParseUdevdEvent(t *testing.T) {
 
 // followedDaemon runs a daemon on a fake tree whose udevd socket the test
 // feeds, with a udev rule that sets bfq on its loops under rulesRoot.
-func followedDaemon(t *testing.T) (r *running, kernel, udevd *fakeConn) {
+func followedDaemon(t *testing.T, mods ...func(*Config)) (r *running, kernel, udevd *fakeConn) {
 	t.Helper()
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "etc/udev/rules.d"), 0o755); err != nil {
@@ -70,6 +70,9 @@ func followedDaemon(t *testing.T) (r *running, kernel, udevd *fakeConn) {
 	r, kernel = fakeDaemonWith(t, testPolicy(""), func(c *Config) {
 		c.followDial = ud.dial
 		c.RulesRoot = root
+		for _, m := range mods {
+			m(c)
+		}
 	}, "loop20000")
 	return r, kernel, udevd
 }
@@ -130,4 +133,50 @@ func TestDaemonUdevModeDoesNotFollowTwice(t *testing.T) {
 	if n := ud.count(); n != 0 {
 		t.Errorf("udev mode opened %d more sockets", n)
 	}
+}
+
+// While udevd runs, a new disk that one of its rules writes is left to
+// udevd first: the daemon writes once udevd is done (no two scheduler
+// switches at once on one queue), or after a grace if udevd says nothing.
+// Scans are not held back.
+func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
+	r, kernel, udevd := followedDaemon(t, func(c *Config) { c.udevdGrace = 300 * time.Millisecond })
+	root := r.d.fs.Root()
+	// udevd is heard: it runs.
+	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
+	waitFor(t, 5*time.Second, "udevd to be heard", func() bool { return r.d.follow.heard.Load() != 0 })
+
+	addFakeDisk(t, root, "loop20001", 1)
+	kernel.msgs <- fakeMsg{b: uevent("add", "loop20001", "disk")}
+	waitFor(t, 5*time.Second, "the disk to be left to udevd", func() bool {
+		return len(r.log.lines("left to udevd first", "device=loop20001", "udev_rule=/etc/udev/rules.d/99-bfq.rules:2")) == 1
+	})
+	if got := r.attr(t, "loop20001", "scheduler"); got != "none" {
+		t.Fatalf("loop20001 written before udevd was done: scheduler %s", got)
+	}
+	writeFile(t, filepath.Join(root, "block/loop20001/queue/scheduler"), "none mq-deadline kyber [bfq]\n")
+	udevd.msgs <- fakeMsg{b: udevdMsg("add", "loop20001", "disk")}
+	r.waitAttr(t, "loop20001", "scheduler", "mq-deadline")
+	if n := len(r.log.lines("a udev rule overrode the policy", "device=loop20001", "from=bfq")); n != 1 {
+		t.Errorf("%d override lines for loop20001", n)
+	}
+
+	// udevd says nothing: written after the grace.
+	addFakeDisk(t, root, "loop20002", 2)
+	start := time.Now()
+	kernel.msgs <- fakeMsg{b: uevent("add", "loop20002", "disk")}
+	r.waitAttr(t, "loop20002", "scheduler", "mq-deadline")
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Errorf("loop20002 written %s after its uevent, before the grace", took)
+	}
+
+	// A reconcile is not held back.
+	writeFile(t, filepath.Join(root, "block/loop20000/queue/scheduler"), "none mq-deadline kyber [bfq]\n")
+	start = time.Now()
+	r.signals <- syscall.SIGUSR1
+	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	if took := time.Since(start); took > 250*time.Millisecond {
+		t.Errorf("the reconcile waited %s", took)
+	}
+
 }
