@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -98,8 +97,8 @@ type Applier struct {
 	// Parallel bounds how many disks are written at once (default 512):
 	// each blocked write holds an OS thread while the kernel waits for its
 	// grace period, so the bound caps threads and memory, while 512 already
-	// overlaps nearly all the waiting (KERNEL-NOTES: 64 at once 0.52 s,
-	// 1000 at once 0.19 s for 1000 switches).
+	// overlaps nearly all the waiting (contrib/bench/README.md has the
+	// figures).
 	Parallel int
 	// DryRun writes nothing: each change is reported as Planned, after
 	// reading again the values the plan could not know.
@@ -154,28 +153,29 @@ func (a *Applier) All(ctx context.Context, plans []plan.Device) []Result {
 func (a *Applier) Device(ctx context.Context, p plan.Device) Result {
 	r := Result{Device: p.Name, Outcomes: make([]Outcome, 0, len(p.Changes))}
 	schedulerFailed := false
-	var written []string
+	var written []sysfs.Attr
 	for _, c := range p.Changes {
 		o := Outcome{Change: c}
+		attr := sysfs.Attr(c.Attribute)
 		switch {
 		case r.Gone:
 			o.Status, o.Err = Failed, fmt.Errorf("the disk went away")
-		case schedulerFailed && strings.HasPrefix(c.Attribute, "iosched/"):
+		case schedulerFailed && attr.Kind() == sysfs.KindParam:
 			o.Status, o.Err = Failed, fmt.Errorf("not written: the scheduler was not switched")
 		case ctx.Err() != nil:
 			o.Status, o.Err = Failed, ctx.Err()
 		default:
 			// The plan's From was read from a snapshot taken just before;
 			// a value an earlier write of this pass may have reset
-			// (sysfs.Resets), or one the plan could not know, is read
-			// again.
-			reread := c.From == "" || slices.ContainsFunc(written, func(w string) bool { return sysfs.Resets(w, c.Attribute) })
+			// (sysfs.Attr.Resets), or one the plan could not know, is
+			// read again.
+			reread := c.From == "" || slices.ContainsFunc(written, func(w sysfs.Attr) bool { return w.Resets(attr) })
 			a.change(ctx, p.Name, &o, &r, reread)
 		}
 		if o.Status == Written || o.Status == Mismatch {
-			written = append(written, c.Attribute)
+			written = append(written, attr)
 		}
-		if c.Attribute == "scheduler" {
+		if attr.Kind() == sysfs.KindScheduler {
 			schedulerFailed = o.Status == Failed || o.Status == Mismatch
 		}
 		r.Outcomes = append(r.Outcomes, o)

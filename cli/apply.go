@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +45,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 			}
 			a := &apply.Applier{FS: fs, DryRun: dryRun}
 			start := time.Now()
-			results := a.All(context.Background(), plans)
+			results := a.All(cmd.Context(), plans)
 			took := time.Since(start)
 			for i := range results {
 				failed = failed || results[i].Failed()

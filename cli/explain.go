@@ -53,14 +53,16 @@ func renderExplain(w io.Writer, a assessment) {
 		fact("dm name", fmt.Sprintf("%s (multipath: %v)", d.DMName, d.Multipath))
 	}
 	fact("path", d.Path)
-	fact("rotational", optBool(d.Rotational))
-	fact("removable", optBool(d.Removable))
-	fact("hw queues", fmt.Sprint(d.HWQueues))
+	fact("rotational", optBool(d.Rotational)+missingNote(d, "rotational"))
+	fact("removable", optBool(d.Removable)+missingNote(d, "removable"))
+	fact("hw queues", optInt(d.HWQueues)+missingNote(d, "hw_queues"))
 	switch {
 	case d.Scheduler != nil:
 		fact("scheduler", fmt.Sprintf("%s (offered: %s)", *d.Scheduler, strings.Join(d.Schedulers, " ")))
 	case d.BioBased():
-		fact("scheduler", "none possible (bio-based)")
+		fact("scheduler", "none possible (bio-based: "+d.BioBasedBy+")")
+	case d.Missing["scheduler"] != "":
+		fact("scheduler", "unknown"+missingNote(d, "scheduler"))
 	default:
 		fact("scheduler", "unknown (see the warnings)")
 	}
@@ -69,7 +71,7 @@ func renderExplain(w io.Writer, a assessment) {
 		nowait += " (" + d.NoWaitReason + ")"
 	}
 	fact("nowait", nowait)
-	fact("size", humanSize(d.SizeBytes))
+	fact("size", humanSize(d.SizeBytes)+missingNote(d, "size"))
 	if d.Model != "" {
 		fact("model", d.Model)
 	}
@@ -106,4 +108,12 @@ func renderExplain(w io.Writer, a assessment) {
 
 	fmt.Fprintln(w, "\nplan:")
 	renderPlanBody(w, a.plan)
+}
+
+// missingNote says which file was missing when fact is unknown for that.
+func missingNote(d *sysfs.Device, fact string) string {
+	if file, ok := d.Missing[fact]; ok {
+		return " (" + file + " is missing)"
+	}
+	return ""
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -60,6 +62,7 @@ func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, sk
 			return nil, nil, err
 		}
 	}
+	nodes := devnode.NodesFor(e.sysfsRoot, e.devDir)
 	devs = make([]*sysfs.Device, 0, len(names))
 	seen := make(map[string]bool, len(names))
 	var missing []string
@@ -79,7 +82,7 @@ func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, sk
 			continue
 		}
 		if nowait {
-			devnode.Fill(e.devDir, d)
+			nodes.Fill(d)
 		}
 		devs = append(devs, d)
 	}
@@ -102,8 +105,8 @@ func renderList(w io.Writer, devs []*sysfs.Device) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCLASS\tDRIVER\tROT\tHWQ\tSCHEDULER\tNOWAIT\tSIZE\tMODEL")
 	for _, d := range devs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
-			d.Name, d.Class, orDash(driverColumn(d)), optBool(d.Rotational), d.HWQueues,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			d.Name, d.Class, orDash(driverColumn(d)), optBool(d.Rotational), optInt(d.HWQueues),
 			schedulerColumn(d), optBool(d.NoWait), humanSize(d.SizeBytes), orDash(modelColumn(d)))
 	}
 	if err := tw.Flush(); err != nil {
@@ -112,6 +115,9 @@ func renderList(w io.Writer, devs []*sysfs.Device) error {
 	for _, d := range devs {
 		for _, msg := range d.Errors {
 			fmt.Fprintf(w, "%s: warning: %s\n", d.Name, msg)
+		}
+		if m := missingFiles(d); m != "" {
+			fmt.Fprintf(w, "%s: unknown: %s\n", d.Name, m)
 		}
 	}
 	for _, g := range nowaitUnknown(devs) {
@@ -156,9 +162,10 @@ func nowaitUnknown(devs []*sysfs.Device) []*nowaitGroup {
 }
 
 // driverColumn is the driver, with the SCSI host's or NVMe controller's
-// transport after a slash: "sd/virtio_scsi", "nvme/tcp".
+// transport after a slash: "sd/virtio_scsi", "nvme/tcp". An unknown driver
+// is "" (shown "-") whatever the transport.
 func driverColumn(d *sysfs.Device) string {
-	if d.Transport == "" {
+	if d.Transport == "" || d.Driver == "" {
 		return d.Driver
 	}
 	return d.Driver + "/" + d.Transport
@@ -196,6 +203,32 @@ func orDash(s string) string {
 	return s
 }
 
+// missingFiles words the facts read as unknown because their file is not
+// in the tree ("hw_queues (mq/), scheduler (queue/scheduler) missing"), so
+// a "?" in the table is never unexplained; "" when none.
+func missingFiles(d *sysfs.Device) string {
+	if len(d.Missing) == 0 {
+		return ""
+	}
+	facts := make([]string, 0, len(d.Missing))
+	for f := range d.Missing {
+		facts = append(facts, f)
+	}
+	sort.Strings(facts)
+	parts := make([]string, len(facts))
+	for i, f := range facts {
+		parts[i] = fmt.Sprintf("%s (%s)", f, d.Missing[f])
+	}
+	return strings.Join(parts, ", ") + " missing from the tree"
+}
+
+func optInt(n *int) string {
+	if n == nil {
+		return "?"
+	}
+	return strconv.Itoa(*n)
+}
+
 func optBool(b *bool) string {
 	switch {
 	case b == nil:
@@ -216,7 +249,9 @@ func humanSize(n *uint64) string {
 	v := float64(*n)
 	units := []string{"B", "K", "M", "G", "T", "P", "E"}
 	i := 0
-	for v >= 1024 && i < len(units)-1 {
+	// A value that rounds to 1024 of a unit is 1 of the next, as lsblk
+	// prints it: 1073741312 bytes (512 short of 1 GiB) is 1G, not 1024M.
+	for (v >= 1024 || math.Round(v*10)/10 >= 1024) && i < len(units)-1 {
 		v /= 1024
 		i++
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,10 +58,10 @@ func TestListUnknownDevice(t *testing.T) {
 		tree, dev, stderr string
 	}{
 		{"cloud", "vdq", "iosched: no such block device: vdq\n"},
-		{"cloud", "vda1", "iosched: no such block device: vda1 is a partition, not a whole disk\n"},
+		{"cloud", "vda1", "iosched: vda1 is a partition of vda, not a whole disk: name vda\n"},
 		{"cloud", "../block/vda", "iosched: invalid device name: \"../block/vda\" contains '/' or NUL\n"},
 		// Listed in the tree, but its links dangle.
-		{"broken", "vdz", "iosched: no such block device: vdz\n"},
+		{"broken", "vdz", "iosched: no such block device: vdz (block/vdz is a dangling link to ../devices/pci0000:00/0000:00:02.0/virtio7/block/vdz: the disk is gone, or the tree lacks its directory)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dev, func(t *testing.T) {
@@ -110,10 +111,17 @@ func TestListJSONShape(t *testing.T) {
 			t.Errorf("%s: nowait %s reason %s", name, d["nowait"], d["nowait_reason"])
 		}
 	}
-	for _, bio := range []string{"zram0", "ram0", "md0", "pmem0", "dm-0", "nvme1n1"} {
-		if d := byName[bio]; string(d["scheduler"]) != "null" || string(d["schedulers"]) != "[]" || string(d["hw_queues"]) != "0" {
-			t.Errorf("%s (bio-based): scheduler %s schedulers %s hw_queues %s", bio, d["scheduler"], d["schedulers"], d["hw_queues"])
+	for _, bio := range []string{"zram0", "ram0", "md0", "pmem0", "nvme1n1"} {
+		if d := byName[bio]; string(d["scheduler"]) != "null" || string(d["schedulers"]) != "[]" || string(d["hw_queues"]) != "0" || len(d["bio_based"]) == 0 {
+			t.Errorf("%s (bio-based): scheduler %s schedulers %s hw_queues %s bio_based %s", bio, d["scheduler"], d["schedulers"], d["hw_queues"], d["bio_based"])
 		}
+	}
+	// A copied dm-0 without queue/scheduler or mq/: nothing says it is
+	// bio-based (a multipath table is request-based), so both are unknown.
+	var missing map[string]string
+	if d := byName["dm-0"]; string(d["scheduler"]) != "null" || string(d["hw_queues"]) != "null" || len(d["bio_based"]) != 0 ||
+		json.Unmarshal(d["missing"], &missing) != nil || !maps.Equal(missing, map[string]string{"hw_queues": "mq/", "scheduler": "queue/scheduler"}) {
+		t.Errorf("dm-0: scheduler %s hw_queues %s bio_based %s missing %s", d["scheduler"], d["hw_queues"], d["bio_based"], d["missing"])
 	}
 	if d := byName["vda"]; string(d["scheduler"]) != `"mq-deadline"` || string(d["class"]) != `"virtio"` || string(d["rotational"]) != "true" {
 		t.Errorf("vda: %s %s rotational %s", d["class"], d["scheduler"], d["rotational"])
@@ -279,20 +287,24 @@ func TestRenderListNotes(t *testing.T) {
 	yes := true
 	size := uint64(3 << 30)
 	devs := []*sysfs.Device{
-		{Name: "vda", Class: sysfs.ClassVirtio, Driver: "virtio_blk", NoWaitReason: "open /dev/vda: operation not permitted", SizeBytes: &size},
-		{Name: "loop8", Class: sysfs.ClassLoop, Driver: "loop", NoWaitReason: "open /dev/loop8: no such device or address", HWQueues: 1, Errors: []string{"queue: no such file or directory"}},
-		{Name: "loop9", Class: sysfs.ClassLoop, Driver: "loop", NoWaitReason: "open /dev/loop9: no such device or address"},
-		{Name: "zram0", Class: sysfs.ClassZRAM, Driver: "zram", NoWait: &yes},
+		{Name: "vda", Class: sysfs.ClassVirtio, Driver: "virtio_blk", NoWaitReason: "open /dev/vda: operation not permitted", SizeBytes: &size,
+			Missing: map[string]string{"scheduler": "queue/scheduler", "hw_queues": "mq/"}},
+		{Name: "loop8", Class: sysfs.ClassLoop, Driver: "loop", NoWaitReason: "open /dev/loop8: no such device or address", HWQueues: intp(1), Errors: []string{"queue: no such file or directory"}},
+		{Name: "loop9", Class: sysfs.ClassLoop, Driver: "loop", NoWaitReason: "open /dev/loop9: no such device or address", HWQueues: intp(0), BioBasedBy: "test"},
+		{Name: "zram0", Class: sysfs.ClassZRAM, Driver: "zram", NoWait: &yes, HWQueues: intp(0), BioBasedBy: "zram disks are bio-based"},
+		{Name: "sdx", Class: sysfs.ClassSCSI, Transport: "ahci", NoWait: &yes, HWQueues: intp(1)},
 	}
 	var buf bytes.Buffer
 	if err := renderList(&buf, devs); err != nil {
 		t.Fatal(err)
 	}
 	want := `NAME   CLASS   DRIVER      ROT  HWQ  SCHEDULER  NOWAIT  SIZE  MODEL
-vda    virtio  virtio_blk  ?    0    -          ?       3G    -
+vda    virtio  virtio_blk  ?    ?    ?          ?       3G    -
 loop8  loop    loop        ?    1    ?          ?       ?     -
 loop9  loop    loop        ?    0    -          ?       ?     -
 zram0  zram    zram        ?    0    -          yes     ?     -
+sdx    scsi    -           ?    1    ?          yes     ?     -
+vda: unknown: hw_queues (mq/), scheduler (queue/scheduler) missing from the tree
 loop8: warning: queue: no such file or directory
 vda: nowait unknown: open /dev/vda: operation not permitted
 nowait unknown for loop8, loop9: open /dev/<disk>: no such device or address
@@ -319,3 +331,5 @@ func TestListSurvivesABadEntry(t *testing.T) {
 		t.Errorf("list of two missing disks: exit %d, stderr %q; want both named", code, errb)
 	}
 }
+
+func intp(n int) *int { return &n }

@@ -83,7 +83,7 @@ daemon that follows hot-plug uevents.`,
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
 	pf.StringVar(&e.sysfsRoot, "sysfs", sysfs.DefaultRoot, "root of the sysfs tree to read and write")
-	pf.StringVar(&e.devDir, "dev", devnode.DefaultDir, "directory holding the block device nodes")
+	pf.StringVar(&e.devDir, "dev", "", "directory holding the block device nodes (default "+devnode.DefaultDir+" when --sysfs is "+sysfs.DefaultRoot+"; with another --sysfs, nodes are opened only in the --dev given)")
 	pf.StringVar(&e.root, "root", "/", "root of the tree whose udev rules and tuned profile may undo the policy (read with a --sysfs other than /sys only when given)")
 	e.flags = pf
 	pf.StringVar(&e.policy, "policy", "", "policy file or directory of *.toml files (default /etc/iosched/policy.toml and /etc/iosched/policy.d/, else the embedded default)")

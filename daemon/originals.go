@@ -171,13 +171,7 @@ func (o *originals) plans() []plan.Device {
 		for attr, v := range do.Values {
 			p.Changes = append(p.Changes, plan.Change{Attribute: attr, To: v, Rule: "restore_on_exit"})
 		}
-		sort.Slice(p.Changes, func(i, j int) bool {
-			a, b := p.Changes[i].Attribute, p.Changes[j].Attribute
-			if sysfs.WriteRank(a) != sysfs.WriteRank(b) {
-				return sysfs.WriteRank(a) < sysfs.WriteRank(b)
-			}
-			return a < b
-		})
+		sysfs.SortByWriteOrder(p.Changes, func(c plan.Change) string { return c.Attribute })
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/iosched/iosched/apply"
@@ -57,9 +56,9 @@ func (d *Daemon) pass(name string, j job) {
 	}
 	pol := d.policy.Load()
 	rec := d.record(name)
-	dev, ev, disk, err := d.observe(pol, name, rec, j)
-	if disk != nil {
-		defer disk.Close()
+	dev, ev, diskDir, err := d.observe(pol, name, rec, j)
+	if diskDir != nil {
+		defer diskDir.Close()
 	}
 	if err != nil {
 		if sysfs.Gone(err) {
@@ -78,8 +77,8 @@ func (d *Daemon) pass(name string, j job) {
 			}
 		}
 		applier := d.applier
-		if disk != nil {
-			applier.FS = disk // written where it was read
+		if diskDir != nil {
+			applier.FS = diskDir // written where it was read
 		}
 		res = applier.Device(d.passCtx, p)
 		d.writes.Add(int64(res.Writes))
@@ -116,17 +115,17 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 		}
 		// Something unexpected: read the disk afresh.
 	}
-	disk, err := d.fs.OpenDisk(name)
+	diskDir, err := d.fs.OpenDisk(name)
 	if err != nil {
 		return nil, policy.Evaluation{}, nil, err
 	}
 	handed := false
 	defer func() {
 		if !handed { // an error, or a panic pass recovers from
-			disk.Close()
+			diskDir.Close()
 		}
 	}()
-	dev, err := disk.Facts(needs, j.ident)
+	dev, err := diskDir.Read(needs, j.ident)
 	if err != nil {
 		return nil, policy.Evaluation{}, nil, err
 	}
@@ -149,7 +148,7 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 	}
 	ev := d.evaluateProbing(pol, dev)
 	handed = true
-	return dev, ev, disk, nil
+	return dev, ev, diskDir, nil
 }
 
 func noWaitTested(d *sysfs.Device) bool { return d.NoWait != nil || d.NoWaitReason != "" }
@@ -168,32 +167,27 @@ func (d *Daemon) evaluateProbing(pol *policy.Policy, dev *sysfs.Device) policy.E
 // they change only with a uevent, which brings a full pass.
 func (d *Daemon) refresh(dev *sysfs.Device, ev policy.Evaluation) error {
 	for _, s := range ev.Settings {
-		if s.Attribute != "scheduler" || dev.Scheduler == nil {
+		if sysfs.Attr(s.Attribute).Kind() != sysfs.KindScheduler || dev.Scheduler == nil {
 			continue
 		}
 		active, offered, err := d.fs.ReadScheduler(dev.Name)
 		if err != nil {
 			return d.readError(dev.Name, err)
 		}
-		if active != *dev.Scheduler {
-			clear(dev.IOSched) // they were the old scheduler's
-		}
-		dev.Scheduler, dev.Schedulers = &active, offered
+		dev.SetValue(sysfs.Attr(s.Attribute), active) // a switch drops the old scheduler's parameters
+		dev.Schedulers = offered
 	}
 	for _, s := range ev.Settings {
-		if s.Attribute == "scheduler" {
+		attr := sysfs.Attr(s.Attribute)
+		if attr.Kind() == sysfs.KindScheduler {
 			continue
-		}
-		m, key := dev.Tunables, s.Attribute
-		if param, ok := strings.CutPrefix(s.Attribute, "iosched/"); ok {
-			m, key = dev.IOSched, param
 		}
 		v, err := d.fs.ReadQueueAttr(dev.Name, s.Attribute)
 		switch {
 		case err == nil:
-			m[key] = v
+			dev.SetValue(attr, v)
 		case errors.Is(err, fs.ErrNotExist) && d.fs.Exists(dev.Name):
-			delete(m, key) // hidden on this queue, or not this scheduler's
+			dev.DeleteValue(attr) // hidden on this queue, or not this scheduler's
 		default:
 			return d.readError(dev.Name, err)
 		}
@@ -215,19 +209,8 @@ func settle(dev *sysfs.Device, res apply.Result) {
 		if o.Status == apply.Written || o.Status == apply.Mismatch {
 			v = o.Got
 		}
-		if v == "" {
-			continue
-		}
-		switch param, ok := strings.CutPrefix(o.Attribute, "iosched/"); {
-		case o.Attribute == "scheduler":
-			if dev.Scheduler == nil || *dev.Scheduler != v {
-				clear(dev.IOSched)
-			}
-			dev.Scheduler = &v
-		case ok:
-			dev.IOSched[param] = v
-		default:
-			dev.Tunables[o.Attribute] = v
+		if v != "" {
+			dev.SetValue(sysfs.Attr(o.Attribute), v)
 		}
 	}
 }
@@ -236,18 +219,11 @@ func settle(dev *sysfs.Device, res apply.Result) {
 // verify pass re-reads those (and any a new policy sets), so the rest would
 // only cost memory, about a kilobyte a disk.
 func trim(dev *sysfs.Device, ev policy.Evaluation) *sysfs.Device {
-	keepT := make(map[string]string, 2)
-	keepI := map[string]string{}
-	for _, s := range ev.Settings {
-		if param, ok := strings.CutPrefix(s.Attribute, "iosched/"); ok {
-			if v, ok := dev.IOSched[param]; ok {
-				keepI[param] = v
-			}
-		} else if v, ok := dev.Tunables[s.Attribute]; ok {
-			keepT[s.Attribute] = v
-		}
+	attrs := make([]sysfs.Attr, len(ev.Settings))
+	for i, s := range ev.Settings {
+		attrs[i] = sysfs.Attr(s.Attribute)
 	}
-	dev.Tunables, dev.IOSched = keepT, keepI
+	dev.KeepValues(attrs)
 	return dev
 }
 

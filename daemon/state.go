@@ -225,17 +225,8 @@ func (d *Daemon) noteScan(r scanResult) {
 
 // current is the value dev has for attr, "" when unknown.
 func current(dev *sysfs.Device, attr string) string {
-	switch param, ok := strings.CutPrefix(attr, "iosched/"); {
-	case attr == "scheduler":
-		if dev.Scheduler != nil {
-			return *dev.Scheduler
-		}
-		return ""
-	case ok:
-		return dev.IOSched[param]
-	default:
-		return dev.Tunables[attr]
-	}
+	v, _ := dev.Value(sysfs.Attr(attr))
+	return v
 }
 
 // applied lists the settings ev makes on dev, with the values dev shows

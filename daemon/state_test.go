@@ -21,7 +21,7 @@ func TestAppliedWantsWhatThePlanChose(t *testing.T) {
 	}}
 	disk := func(sched, nr string) *sysfs.Device {
 		return &sysfs.Device{Name: "loop20000", Class: "loop", Scheduler: &sched, Schedulers: []string{"none", "mq-deadline", "kyber"},
-			HWQueues: 1, Tunables: map[string]string{"nr_requests": nr}, IOSched: map[string]string{}}
+			HWQueues: intp(1), Tunables: map[string]string{"nr_requests": nr}, IOSched: map[string]string{}}
 	}
 	tests := []struct {
 		name   string
@@ -58,3 +58,5 @@ func TestAppliedWantsWhatThePlanChose(t *testing.T) {
 		}
 	}
 }
+
+func intp(n int) *int { return &n }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,8 +37,11 @@ const probeSize = 4096
 // The node is opened O_RDONLY|O_DIRECT and its device number must equal
 // majorMinor, so a stale or foreign node is never mistaken for the disk. It
 // returns nil and the reason when the answer cannot be had.
+//
+// name is the node's name below devDir, which may hold a directory
+// ("cciss/c0d0", Device.DevName), never "." or "..".
 func NoWait(devDir, name, majorMinor string) (*bool, string) {
-	if err := sysfs.ValidateName(name); err != nil {
+	if err := sysfs.ValidateName(name); err != nil && !sysfs.ValidNodeName(name) {
 		return nil, err.Error()
 	}
 	if devDir == "" {
@@ -111,7 +115,57 @@ func alignedBuffer(n int) []byte {
 	return b[off : off+n]
 }
 
-// Fill sets d.NoWait (and NoWaitReason) by testing the disk's node.
+// Fill sets d.NoWait (and NoWaitReason) by testing the disk's node,
+// devDir/d.DevName (d.Name when DevName is not known).
 func Fill(devDir string, d *sysfs.Device) {
-	d.NoWait, d.NoWaitReason = NoWait(devDir, d.Name, d.MajorMinor)
+	node := d.DevName
+	if node == "" {
+		node = d.Name
+	}
+	d.NoWait, d.NoWaitReason = NoWait(devDir, node, d.MajorMinor)
+}
+
+// Nodes says where the nodes of a sysfs tree's disks are, or why none are
+// opened.
+type Nodes struct {
+	dir     string
+	refused string
+}
+
+// NodesFor is where the nodes of the disks of the sysfs tree at sysfsRoot
+// are: devDir when given (not ""); DefaultDir when the tree is this
+// machine's /sys. For any other tree (a copy from another machine, a fake
+// one) no node is opened unless devDir is given: this machine's /dev/loop0
+// has the same numbers as another machine's loop0, and would answer for it.
+func NodesFor(sysfsRoot, devDir string) Nodes {
+	switch {
+	case devDir != "":
+		return Nodes{dir: devDir}
+	case sameDir(sysfsRoot, sysfs.DefaultRoot):
+		return Nodes{dir: DefaultDir}
+	}
+	return Nodes{refused: fmt.Sprintf("--sysfs %s is not this machine's %s, so %s does not hold its nodes: pass --dev DIR to test them", sysfsRoot, sysfs.DefaultRoot, DefaultDir)}
+}
+
+// Fill sets d.NoWait as the package-level Fill does, from n's directory,
+// or leaves it unknown with the reason.
+func (n Nodes) Fill(d *sysfs.Device) {
+	if n.refused != "" {
+		d.NoWait, d.NoWaitReason = nil, n.refused
+		return
+	}
+	Fill(n.dir, d)
+}
+
+// sameDir reports whether a and b name the same directory ("" is b).
+func sameDir(a, b string) bool {
+	if a == "" || filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
 }

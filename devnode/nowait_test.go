@@ -123,6 +123,18 @@ func TestIntegrationNoWaitLoop(t *testing.T) {
 	if got, reason := NoWait(dir, l.Name, mm(t, l.Name)); got == nil || !*got {
 		t.Fatalf("NoWait via %s = %v, %q; want true", dir, got, reason)
 	}
+	// A node in a subdirectory, as /dev/cciss/c0d0 is for cciss!c0d0.
+	if err := os.Mkdir(filepath.Join(dir, "cciss"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(filepath.Join(dir, "cciss", "c0d0"), unix.S_IFBLK|0o600, int(st.Rdev)); err != nil {
+		t.Fatal(err)
+	}
+	d := &sysfs.Device{Name: "cciss!c0d0", DevName: "cciss/c0d0", MajorMinor: mm(t, l.Name)}
+	Fill(dir, d)
+	if d.NoWait == nil || !*d.NoWait {
+		t.Fatalf("NoWait of cciss/c0d0 via %s = %v, %q; want true", dir, d.NoWait, d.NoWaitReason)
+	}
 }
 
 func TestIntegrationNoWaitZram(t *testing.T) {
@@ -131,5 +143,50 @@ func TestIntegrationNoWaitZram(t *testing.T) {
 	got, reason := NoWait("/dev", z.Name, mm(t, z.Name))
 	if got == nil || *got {
 		t.Fatalf("NoWait(%s) = %v, %q; want false (zram is not nowait-capable)", z.Name, got, reason)
+	}
+}
+
+// A tree other than this machine's /sys gets its nodes only from --dev:
+// this machine's /dev/loop0 has the same numbers as any other's loop0.
+func TestNodesFor(t *testing.T) {
+	tests := []struct {
+		sysfs, dev, dir string
+	}{
+		{"/sys", "", DefaultDir},
+		{"/sys/", "", DefaultDir},
+		{"", "", DefaultDir},
+		{"/sys", "/tmp/nodes", "/tmp/nodes"},
+		{"../testdata/sysfs/cloud", "../testdata/dev-empty", "../testdata/dev-empty"},
+		{"../testdata/sysfs/cloud", "", ""},
+	}
+	for _, tt := range tests {
+		n := NodesFor(tt.sysfs, tt.dev)
+		d := &sysfs.Device{Name: "vda", DevName: "vda", MajorMinor: "254:0"}
+		n.Fill(d)
+		if tt.dir == "" {
+			want := "--sysfs ../testdata/sysfs/cloud is not this machine's /sys, so /dev does not hold its nodes: pass --dev DIR to test them"
+			if d.NoWait != nil || d.NoWaitReason != want {
+				t.Errorf("NodesFor(%q, %q): nowait %v reason %q, want unknown: %q", tt.sysfs, tt.dev, d.NoWait, d.NoWaitReason, want)
+			}
+			continue
+		}
+		if n.dir != tt.dir || n.refused != "" {
+			t.Errorf("NodesFor(%q, %q) = %+v, want dir %q", tt.sysfs, tt.dev, n, tt.dir)
+		}
+	}
+}
+
+// The node of a disk whose name holds a '!' is DevName, in a directory.
+func TestFillDevName(t *testing.T) {
+	dir := t.TempDir()
+	d := &sysfs.Device{Name: "cciss!c0d0", DevName: "cciss/c0d0", MajorMinor: "104:0"}
+	Fill(dir, d)
+	if want := "open " + dir + "/cciss/c0d0: no such file or directory"; d.NoWait != nil || d.NoWaitReason != want {
+		t.Fatalf("reason %q, want %q", d.NoWaitReason, want)
+	}
+	for _, bad := range []string{"../etc/x", "/dev/sda", "a/../b", "a//b"} {
+		if got, reason := NoWait(dir, bad, "8:0"); got != nil || !strings.Contains(reason, "invalid device name") {
+			t.Errorf("NoWait(%q) = %v, %q; want refused", bad, got, reason)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/iosched/iosched/policy"
@@ -44,17 +43,13 @@ type Device struct {
 }
 
 // Empty reports whether nothing would be written.
-func (d *Device) Empty() bool { return len(d.Changes) == 0 }
-
-// mqOnly are the tunables the kernel hides on a bio-based queue
-// (block/blk-sysfs.c queue_attr_visible / blk_mq_queue_attr_visible).
-var mqOnly = map[string]bool{"nr_requests": true, "wbt_lat_usec": true, "rq_affinity": true, "io_timeout": true}
+func (p *Device) Empty() bool { return len(p.Changes) == 0 }
 
 // For plans d against what the policy evaluation wants for it. Changes come
-// in write order (sysfs.WriteRank). A setting an earlier change may reset
-// (sysfs.Resets) is planned even when the snapshot shows it in place, with
-// an empty From: apply reads it again after that write, and writes it only
-// if it moved.
+// in write order (sysfs.CompareWriteOrder). A setting an earlier change may
+// reset (sysfs.Attr.Resets) is planned even when the snapshot shows it in
+// place, with an empty From: apply reads it again after that write, and
+// writes it only if it moved.
 func For(d *sysfs.Device, ev policy.Evaluation) Device {
 	p := Device{
 		Name:     d.Name,
@@ -66,13 +61,7 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 		Warnings: append([]string{}, d.Errors...),
 	}
 	settings := slices.Clone(ev.Settings)
-	sort.SliceStable(settings, func(i, j int) bool {
-		ri, rj := sysfs.WriteRank(settings[i].Attribute), sysfs.WriteRank(settings[j].Attribute)
-		if ri != rj {
-			return ri < rj
-		}
-		return settings[i].Attribute < settings[j].Attribute
-	})
+	sysfs.SortByWriteOrder(settings, func(s policy.Setting) string { return s.Attribute })
 
 	// The scheduler the disk will run once the plan is applied.
 	var current, target string
@@ -84,19 +73,20 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 
 	for _, s := range settings {
 		want := s.Values[0]
-		param, isParam := strings.CutPrefix(s.Attribute, "iosched/")
+		attr := sysfs.Attr(s.Attribute)
+		kind, param := attr.Kind(), attr.Param()
 		switch {
-		case s.Attribute == "scheduler" && unreadable, isParam && unreadable:
+		case (kind == sysfs.KindScheduler || kind == sysfs.KindParam) && unreadable:
 			p.Errors = append(p.Errors, fmt.Sprintf("%s: not planned: the current scheduler could not be read (rule %q)", s.Attribute, s.Rule))
-		case s.Attribute == "scheduler":
+		case kind == sysfs.KindScheduler:
 			if d.BioBased() {
 				p.skip(s, "no scheduler on a bio-based disk")
 			} else if chosen, ok := firstOffered(s.Values, d.Schedulers); !ok {
 				p.skip(s, fmt.Sprintf("%s not offered: the disk offers %s", strings.Join(s.Values, ", "), strings.Join(d.Schedulers, " ")))
 			} else if target = chosen; chosen != current {
-				p.Changes = append(p.Changes, Change{Attribute: "scheduler", From: current, To: chosen, Rule: s.Rule})
+				p.Changes = append(p.Changes, Change{Attribute: s.Attribute, From: current, To: chosen, Rule: s.Rule})
 			}
-		case isParam:
+		case kind == sysfs.KindParam:
 			switch {
 			case d.BioBased():
 				p.skip(s, "no scheduler on a bio-based disk")
@@ -105,7 +95,7 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 			case !sysfs.HasParam(target, param):
 				p.skip(s, fmt.Sprintf("%s is not a parameter of %s", param, target))
 			default:
-				have, ok := d.IOSched[param]
+				have, ok := d.Value(attr)
 				if after := p.resetBy(s.Attribute); after != "" {
 					p.Changes = append(p.Changes, Change{Attribute: s.Attribute, To: want, Rule: s.Rule, After: after})
 				} else if !ok {
@@ -115,9 +105,10 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 				}
 			}
 		default:
-			have, ok := d.Tunables[s.Attribute]
+			have, ok := d.Value(attr)
+			spec, _ := attr.Spec()
 			switch after := p.resetBy(s.Attribute); {
-			case !ok && d.BioBased() && mqOnly[s.Attribute]:
+			case !ok && d.BioBased() && spec.MQOnly:
 				p.skip(s, "no scheduler on a bio-based disk")
 			case !ok:
 				p.skip(s, "the kernel does not offer it on this disk")
@@ -134,7 +125,7 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 // resetBy names the latest change planned so far that may reset attr, or "".
 func (p *Device) resetBy(attr string) string {
 	for i := len(p.Changes) - 1; i >= 0; i-- {
-		if sysfs.Resets(p.Changes[i].Attribute, attr) {
+		if sysfs.Attr(p.Changes[i].Attribute).Resets(sysfs.Attr(attr)) {
 			return p.Changes[i].Attribute
 		}
 	}

@@ -13,7 +13,7 @@ func str(s string) *string { return &s }
 
 func mqDisk() *sysfs.Device {
 	return &sysfs.Device{
-		Name: "vda", Class: sysfs.ClassVirtio, HWQueues: 1,
+		Name: "vda", Class: sysfs.ClassVirtio, HWQueues: intp(1),
 		Scheduler: str("mq-deadline"), Schedulers: []string{"none", "mq-deadline", "kyber", "bfq"},
 		Tunables: map[string]string{"read_ahead_kb": "128", "nr_requests": "256", "wbt_lat_usec": "75000"},
 		IOSched:  map[string]string{"fifo_batch": "16", "read_expire": "500", "async_depth": "256"},
@@ -21,7 +21,7 @@ func mqDisk() *sysfs.Device {
 }
 
 func bioDisk() *sysfs.Device {
-	return &sysfs.Device{Name: "zram0", Class: sysfs.ClassZRAM, Schedulers: []string{},
+	return &sysfs.Device{Name: "zram0", Class: sysfs.ClassZRAM, Schedulers: []string{}, HWQueues: intp(0), BioBasedBy: "zram disks are bio-based",
 		Tunables: map[string]string{"read_ahead_kb": "128"}, IOSched: map[string]string{}}
 }
 
@@ -163,3 +163,5 @@ func TestWarningsCarryReadProblems(t *testing.T) {
 		t.Errorf("warnings %q errors %q", p.Warnings, p.Errors)
 	}
 }
+
+func intp(n int) *int { return &n }

@@ -11,10 +11,10 @@
 //     disk contributes its [rule.set]; a later rule overrides an earlier one
 //     setting by setting, and Evaluate records whom it overrode.
 //   - name is required and unique in the whole policy.
-//   - [rule.match]: every key must hold; a list means "any of"; an empty or
-//     missing match matches every disk. [rule.except] has the same keys: the
-//     rule does not apply when all of them hold (an empty except excludes
-//     nothing). Several [[rule.except]] tables: the rule does not apply when
+//   - [rule.match]: its keys are the table in keys.go. Every key must hold;
+//     a list means "any of"; an empty or missing match matches every disk.
+//     [rule.except] has the same keys: the rule does not apply when all of
+//     them hold (an empty except excludes nothing). Several [[rule.except]] tables: the rule does not apply when
 //     any one of them holds entirely, which is how "unless A, or unless B"
 //     is written.
 //   - A fact the kernel did not report (rotational or size missing, no
@@ -23,16 +23,16 @@
 //   - Sizes are integers (bytes) or strings with binary units: K and KiB
 //     both mean 1024, likewise M, G, T, P. Decimal units (GB) are refused
 //     as ambiguous, fractions as inexact.
-//   - Settings accept only values the kernel keeps as written; see
-//     tunableRanges for what is refused and why (wbt_lat_usec = -1 and
-//     max_sectors_kb = 0 mean "restore the default" and would never read
-//     back equal, so iosched would rewrite them forever).
+//   - Settings accept only values the kernel keeps as written; the ranges
+//     in sysfs.Attributes say what is refused and why (wbt_lat_usec = -1
+//     and max_sectors_kb = 0 mean "restore the default" and would never
+//     read back equal, so iosched would rewrite them forever).
 //   - A rule without [rule.set] is valid: it names a kind of disk on purpose
 //     left as the kernel set it, and plan and explain show it matched.
 //   - [rule.probe] is reserved for a later version (measure the disk, then
 //     choose); it is an error today, so a policy written for that version is
 //     refused rather than half applied. New rule tables are added as a case
-//     in decoder.rule1 and a field of Rule.
+//     in decoder.rule and a field of Rule.
 //   - [daemon]: uevent_source ("kernel" or "udev"), reconcile_interval (a Go
 //     duration, default DefaultReconcileInterval, "0" for off),
 //     restore_on_exit (default false). A later file's keys override an

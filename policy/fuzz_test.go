@@ -35,7 +35,7 @@ func FuzzParse(f *testing.F) {
 	}
 	devs := []*sysfs.Device{
 		vda(),
-		{Name: "sda", Class: sysfs.ClassSCSI, Transport: "ahci", Rotational: ptr(true), HWQueues: 1, Model: "X", Properties: map[string]string{"ID_BUS": "ata"}},
+		{Name: "sda", Class: sysfs.ClassSCSI, Transport: "ahci", Rotational: ptr(true), HWQueues: ptr(1), Model: "X", Properties: map[string]string{"ID_BUS": "ata"}},
 		{Name: "zram0", Class: sysfs.ClassZRAM},
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

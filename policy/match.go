@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"math"
 	"path"
 	"regexp"
 	"sort"
@@ -16,51 +15,30 @@ import (
 // for a disk and why, in words that fit after "key: ", whichever the
 // outcome. A fact the kernel did not report never holds.
 type cond struct {
-	key  string
+	key  string // as reported: "model", "property.ID_BUS"
+	from *matchKey
 	test func(d *sysfs.Device) (bool, string)
-}
-
-// matchKeys are the keys of [rule.match] and [rule.except], in the order
-// they are tested and reported.
-var matchKeys = []string{
-	"class", "name", "driver", "transport", "rotational", "removable", "nowait",
-	"hw_queues", "size", "model", "vendor", "serial", "property",
 }
 
 type condParser func(d *decoder, l loc, v any) []cond
 
-var condParsers = map[string]condParser{
-	"class":      parseClass,
-	"name":       parseName,
-	"driver":     stringsCond("driver", func(dev *sysfs.Device) string { return dev.Driver }, "no driver reported"),
-	"transport":  stringsCond("transport", func(dev *sysfs.Device) string { return dev.Transport }, "not reported for this disk"),
-	"rotational": boolCond("rotational", func(dev *sysfs.Device) (*bool, string) { return dev.Rotational, "not reported by the kernel" }),
-	"removable":  boolCond("removable", func(dev *sysfs.Device) (*bool, string) { return dev.Removable, "not reported by the kernel" }),
-	"nowait": boolCond("nowait", func(dev *sysfs.Device) (*bool, string) {
-		if dev.NoWaitReason != "" {
-			return dev.NoWait, "not tested: " + dev.NoWaitReason
-		}
-		return dev.NoWait, "not tested"
-	}),
-	"hw_queues": parseHWQueues,
-	"size":      parseSize,
-	"model":     regexpCond("model", func(dev *sysfs.Device) string { return dev.Model }),
-	"vendor":    regexpCond("vendor", func(dev *sysfs.Device) string { return dev.Vendor }),
-	"serial":    regexpCond("serial", func(dev *sysfs.Device) string { return dev.Serial }),
-	"property":  parseProperty,
-}
-
-// conds compiles one match or except table, keys in matchKeys order.
+// conds compiles one match or except table, keys in matchKeys order, each
+// cond pointing at its key's entry.
 func (d *decoder) conds(l loc, m map[string]any) []cond {
 	for _, k := range d.keys(l, m) {
-		if _, ok := condParsers[k]; !ok {
-			d.unknownKey(l.child(k), k, matchKeys, "[rule.match] or [rule.except]")
+		if lookupMatchKey(k) == nil {
+			d.unknownKey(l.child(k), k, matchKeyNames(), "[rule.match] or [rule.except]")
 		}
 	}
 	out := []cond{}
-	for _, k := range matchKeys {
-		if v, ok := m[k]; ok {
-			out = append(out, condParsers[k](d, l.child(k), v)...)
+	keys := matchKeys()
+	for i := range keys {
+		mk := &keys[i]
+		if v, ok := m[mk.name]; ok {
+			for _, c := range mk.parse(d, l.child(mk.name), v) {
+				c.from = mk
+				out = append(out, c)
+			}
 		}
 	}
 	return out
@@ -216,7 +194,7 @@ func boolCond(key string, get func(*sysfs.Device) (*bool, string)) condParser {
 		return []cond{{key: key, test: func(dev *sysfs.Device) (bool, string) {
 			have, unknown := get(dev)
 			if have == nil {
-				return false, "unknown (" + unknown + ")"
+				return false, unknownFact(dev, key, unknown)
 			}
 			if *have == want {
 				return true, strconv.FormatBool(*have)
@@ -325,7 +303,10 @@ func parseHWQueues(d *decoder, l loc, v any) []cond {
 	itoa := func(n uint64) string { return strconv.FormatUint(n, 10) }
 	return []cond{{key: "hw_queues", test: func(dev *sysfs.Device) (bool, string) {
 		// 0 is a fact too: a bio-based disk has no hardware queues.
-		return b.test(uint64(max(dev.HWQueues, 0)), itoa)
+		if dev.HWQueues == nil {
+			return false, unknownFact(dev, "hw_queues", "not read")
+		}
+		return b.test(uint64(max(*dev.HWQueues, 0)), itoa)
 	}}}
 }
 
@@ -353,76 +334,10 @@ func parseSize(d *decoder, l loc, v any) []cond {
 	}
 	return []cond{{key: "size", test: func(dev *sysfs.Device) (bool, string) {
 		if dev.SizeBytes == nil {
-			return false, "unknown (not reported by the kernel)"
+			return false, unknownFact(dev, "size", "not reported by the kernel")
 		}
 		return b.test(*dev.SizeBytes, formatBytes)
 	}}}
-}
-
-// sizeUnits are binary: K is KiB, as in lsblk, dd and the kernel's own
-// *_kb files. Decimal units (KB, GB) are refused rather than guessed.
-var sizeUnits = []struct {
-	names []string
-	shift uint
-}{
-	{[]string{"", "b"}, 0},
-	{[]string{"k", "kib"}, 10},
-	{[]string{"m", "mib"}, 20},
-	{[]string{"g", "gib"}, 30},
-	{[]string{"t", "tib"}, 40},
-	{[]string{"p", "pib"}, 50},
-}
-
-const sizeSyntax = "want a whole number of bytes or with a unit: B, K or KiB, M or MiB, G or GiB, T or TiB, P or PiB (all powers of 1024)"
-
-// parseBytes reads a size: an integer (bytes) or a string such as "1GiB".
-func parseBytes(v any) (uint64, error) {
-	switch v := v.(type) {
-	case int64:
-		if v < 0 {
-			return 0, fmt.Errorf("%d is negative", v)
-		}
-		return uint64(v), nil
-	case string:
-		s := strings.TrimSpace(v)
-		i := 0
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == 0 {
-			return 0, fmt.Errorf("%q is not a size: %s", v, sizeSyntax)
-		}
-		n, err := strconv.ParseUint(s[:i], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%q is too large", v)
-		}
-		unit := strings.ToLower(strings.TrimSpace(s[i:]))
-		switch unit {
-		case "kb", "mb", "gb", "tb", "pb":
-			return 0, fmt.Errorf("%q is ambiguous (decimal or binary?): write %q (powers of 1024) or a byte count", v, s[:i]+strings.ToUpper(unit[:1])+"iB")
-		}
-		for _, u := range sizeUnits {
-			if contains(u.names, unit) {
-				if n > math.MaxUint64>>u.shift {
-					return 0, fmt.Errorf("%q is too large", v)
-				}
-				return n << u.shift, nil
-			}
-		}
-		return 0, fmt.Errorf("%q is not a size: %s", v, sizeSyntax)
-	}
-	return 0, fmt.Errorf(`want a size such as "1GiB" or a byte count, not %s`, typeName(v))
-}
-
-// formatBytes writes n in the largest binary unit that divides it exactly.
-func formatBytes(n uint64) string {
-	for i := len(sizeUnits) - 1; i > 0; i-- {
-		u := sizeUnits[i]
-		if n != 0 && n%(1<<u.shift) == 0 {
-			return strconv.FormatUint(n>>u.shift, 10) + strings.ToUpper(u.names[1][:1]) + "iB"
-		}
-	}
-	return strconv.FormatUint(n, 10) + "B"
 }
 
 // regexpCond matches a string fact against regular expressions (RE2,
@@ -538,4 +453,13 @@ func validPropertyName(s string) bool {
 		}
 	}
 	return true
+}
+
+// unknownFact words an unknown fact: the file that was missing when the read
+// found none (a copied tree often lacks files the kernel has), else why.
+func unknownFact(dev *sysfs.Device, key, why string) string {
+	if file, ok := dev.Missing[key]; ok {
+		return "unknown (" + file + " is missing)"
+	}
+	return "unknown (" + why + ")"
 }

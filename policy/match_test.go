@@ -15,7 +15,7 @@ func ptr[T any](v T) *T { return &v }
 func vda() *sysfs.Device {
 	return &sysfs.Device{
 		Name: "vda", Class: sysfs.ClassVirtio, Driver: "virtio_blk",
-		Rotational: ptr(true), Removable: ptr(false), HWQueues: 1,
+		Rotational: ptr(true), Removable: ptr(false), HWQueues: ptr(1),
 		SizeBytes: ptr(uint64(20 << 30)), Scheduler: ptr("mq-deadline"),
 		Schedulers: []string{"mq-deadline", "kyber", "none"},
 	}
@@ -39,7 +39,7 @@ func mustParse(t *testing.T, src string) *Policy {
 func TestMatchKeys(t *testing.T) {
 	hdd := &sysfs.Device{
 		Name: "sda", Class: sysfs.ClassSCSI, Driver: "sd", Transport: "ahci",
-		Rotational: ptr(true), Removable: ptr(false), HWQueues: 1, SizeBytes: ptr(uint64(4 << 40)),
+		Rotational: ptr(true), Removable: ptr(false), HWQueues: ptr(1), SizeBytes: ptr(uint64(4 << 40)),
 		Model: "ST4000DM004-2CV1", Vendor: "ATA", Serial: "ZFN1ABCD",
 		Properties: map[string]string{"ID_BUS": "ata", "ID_PATH": "pci-0000:00:1f.2-ata-1"},
 	}
@@ -78,9 +78,18 @@ func TestMatchKeys(t *testing.T) {
 		{"hw_queues exact", `hw_queues = 1`, vda(), true, nil},
 		{"hw_queues exact mismatch", `hw_queues = 2`, vda(), false, []string{"hw_queues: 1 is not 2"}},
 		{"hw_queues min", `hw_queues = { min = 2 }`, vda(), false, []string{"hw_queues: 1 is below 2"}},
-		{"hw_queues max", `hw_queues = { max = 4 }`, with(vda(), func(d *sysfs.Device) { d.HWQueues = 8 }), false, []string{"hw_queues: 8 is above 4"}},
-		{"hw_queues range", `hw_queues = { min = 2, max = 64 }`, with(vda(), func(d *sysfs.Device) { d.HWQueues = 8 }), true, nil},
-		{"hw_queues 0 is bio-based", `hw_queues = 0`, with(vda(), func(d *sysfs.Device) { d.HWQueues = 0; d.Scheduler = nil }), true, nil},
+		{"hw_queues max", `hw_queues = { max = 4 }`, with(vda(), func(d *sysfs.Device) { d.HWQueues = ptr(8) }), false, []string{"hw_queues: 8 is above 4"}},
+		{"hw_queues range", `hw_queues = { min = 2, max = 64 }`, with(vda(), func(d *sysfs.Device) { d.HWQueues = ptr(8) }), true, nil},
+		{"hw_queues 0 is bio-based", `hw_queues = 0`, with(vda(), func(d *sysfs.Device) { d.HWQueues = ptr(0); d.Scheduler = nil }), true, nil},
+		// No mq/ in a copied tree: unknown, never 0, and the file named.
+		{"hw_queues unknown never matches, not even 0", `hw_queues = { max = 64 }`, with(vda(), func(d *sysfs.Device) {
+			d.HWQueues = nil
+			d.Missing = map[string]string{"hw_queues": "mq/"}
+		}), false, []string{"hw_queues: unknown (mq/ is missing)"}},
+		{"rotational missing names its file", `rotational = true`, with(vda(), func(d *sysfs.Device) {
+			d.Rotational = nil
+			d.Missing = map[string]string{"rotational": "queue/rotational"}
+		}), false, []string{"rotational: unknown (queue/rotational is missing)"}},
 		{"size range", `size = { min = "1GiB", max = "64TiB" }`, vda(), true, nil},
 		{"size min", `size = { min = "32G" }`, vda(), false, []string{"size: 20GiB is below 32GiB"}},
 		{"size max in bytes", `size = { max = 1073741824 }`, vda(), false, []string{"size: 20GiB is above 1GiB"}},
@@ -111,7 +120,7 @@ func TestMatchKeys(t *testing.T) {
 }
 
 func TestExcept(t *testing.T) {
-	loop := &sysfs.Device{Name: "loop7", Class: sysfs.ClassLoop, Driver: "loop", Rotational: ptr(false), HWQueues: 1}
+	loop := &sysfs.Device{Name: "loop7", Class: sysfs.ClassLoop, Driver: "loop", Rotational: ptr(false), HWQueues: ptr(1)}
 	tests := []struct {
 		name    string
 		src     string // after [[rule]] name = "r"
@@ -127,6 +136,8 @@ func TestExcept(t *testing.T) {
 		{"an empty except excludes nothing", "[rule.except]\n", loop, true, nil},
 		{"an unknown fact does not hold in except either", "[rule.except]\nrotational = true\n",
 			with(vda(), func(d *sysfs.Device) { d.Rotational = nil }), true, nil},
+		{"unknown hw_queues does not hold in except", "[rule.except]\nhw_queues = { max = 1 }\n",
+			with(vda(), func(d *sysfs.Device) { d.HWQueues = nil; d.Missing = map[string]string{"hw_queues": "mq/"} }), true, nil},
 		{"any of several except tables", "[[rule.except]]\nclass = \"nvme\"\n[[rule.except]]\nrotational = true\nhw_queues = 1\n", vda(), false,
 			[]string{"except: rotational: true", "except: hw_queues: 1"}},
 		{"none of several except tables", "[[rule.except]]\nclass = \"nvme\"\n[[rule.except]]\nrotational = false\n", vda(), true, nil},
@@ -223,7 +234,7 @@ func TestEmbeddedPolicyDecisions(t *testing.T) {
 	}
 	scsi := func(f func(*sysfs.Device)) *sysfs.Device {
 		d := &sysfs.Device{Name: "sda", Class: sysfs.ClassSCSI, Driver: "sd", Transport: "ahci",
-			Rotational: ptr(true), Removable: ptr(false), HWQueues: 1, Vendor: "ATA", Model: "ST4000DM004-2CV1"}
+			Rotational: ptr(true), Removable: ptr(false), HWQueues: ptr(1), Vendor: "ATA", Model: "ST4000DM004-2CV1"}
 		f(d)
 		return d
 	}
@@ -233,11 +244,11 @@ func TestEmbeddedPolicyDecisions(t *testing.T) {
 		want string // the scheduler setting, "" for none at all
 	}{
 		{"vda: single-queue virtio keeps the kernel's choice", vda(), ""},
-		{"multi-queue virtio: none", with(vda(), func(d *sysfs.Device) { d.HWQueues = 4 }), "none"},
-		{"multi-queue nvme: none", &sysfs.Device{Name: "nvme0n1", Class: sysfs.ClassNVMe, Rotational: ptr(false), HWQueues: 2}, "none"},
-		{"single-queue nvme: kernel's choice", &sysfs.Device{Name: "nvme0n1", Class: sysfs.ClassNVMe, Rotational: ptr(false), HWQueues: 1}, ""},
-		{"ublk: none", &sysfs.Device{Name: "ublkb0", Class: sysfs.ClassUBLK, HWQueues: 1}, "none"},
-		{"loop: none", &sysfs.Device{Name: "loop0", Class: sysfs.ClassLoop, HWQueues: 1}, "none"},
+		{"multi-queue virtio: none", with(vda(), func(d *sysfs.Device) { d.HWQueues = ptr(4) }), "none"},
+		{"multi-queue nvme: none", &sysfs.Device{Name: "nvme0n1", Class: sysfs.ClassNVMe, Rotational: ptr(false), HWQueues: ptr(2)}, "none"},
+		{"single-queue nvme: kernel's choice", &sysfs.Device{Name: "nvme0n1", Class: sysfs.ClassNVMe, Rotational: ptr(false), HWQueues: ptr(1)}, ""},
+		{"ublk: none", &sysfs.Device{Name: "ublkb0", Class: sysfs.ClassUBLK, HWQueues: ptr(1)}, "none"},
+		{"loop: none", &sysfs.Device{Name: "loop0", Class: sysfs.ClassLoop, HWQueues: ptr(1)}, "none"},
 		{"zram: nothing (bio-based)", &sysfs.Device{Name: "zram0", Class: sysfs.ClassZRAM}, ""},
 		{"real hdd: mq-deadline", scsi(func(*sysfs.Device) {}), "mq-deadline,bfq"},
 		{"ssd: nothing", scsi(func(d *sysfs.Device) { d.Rotational = ptr(false) }), ""},

@@ -24,9 +24,9 @@ type File struct {
 const EmbeddedName = "<embedded>"
 
 // DefaultReconcileInterval is [daemon] reconcile_interval when a policy does
-// not set it. A reconcile only reads (about 20 small sysfs files a disk,
-// under 50 ms for 1000 disks) and writes nothing when nothing drifted, so a
-// minute costs next to nothing, and it bounds how long a setting rewritten
+// not set it. A reconcile only reads (about 20 small sysfs files a disk;
+// contrib/bench/README.md has what 1000 disks take) and writes nothing when
+// nothing drifted, so a minute costs next to nothing, and it bounds how long a setting rewritten
 // behind iosched's back (a udev rule or tuned racing with iosched on hot-plug,
 // an admin's echo) stays wrong.
 const DefaultReconcileInterval = 60 * time.Second
@@ -75,8 +75,8 @@ type decoder struct {
 	file string
 	idx  posIndex
 	errs Errors
-	// rule is the label of the rule being read, for errors.
-	rule string
+	// inRule is the label of the rule being read, for errors.
+	inRule string
 }
 
 // loc is a value's address: path finds its position, key names it in
@@ -100,7 +100,7 @@ func (l loc) elem(i int) loc {
 }
 
 func (d *decoder) errorf(l loc, format string, a ...any) {
-	e := &Error{File: d.file, Rule: d.rule, Key: l.key, Msg: fmt.Sprintf(format, a...)}
+	e := &Error{File: d.file, Rule: d.inRule, Key: l.key, Msg: fmt.Sprintf(format, a...)}
 	// The nearest enclosing thing with a known position.
 	for n := len(l.path); n > 0; n-- {
 		if p, ok := d.idx[pathKey(l.path[:n])]; ok {
@@ -181,9 +181,9 @@ func belongsIn(k string) string {
 	switch {
 	case contains(ruleKeys, k):
 		return "[[rule]]"
-	case contains(matchKeys, k):
+	case lookupMatchKey(k) != nil:
 		return "[rule.match] or [rule.except]"
-	case k == "scheduler" || k == "iosched" || sysfs.IsTunable(k):
+	case k == "iosched" || sysfs.Attr(k).Kind() == sysfs.KindScheduler || sysfs.Attr(k).Kind() == sysfs.KindTunable:
 		return "[rule.set]"
 	case knownParam(k):
 		return "[rule.set.iosched]"
@@ -232,13 +232,14 @@ func (d *decoder) rules(l loc, v any, p *Policy, names map[string]*Rule) {
 	for i, t := range tables {
 		rl := l.elem(i)
 		rl.key = ""
-		r := d.rule1(rl, t, len(p.Rules)+1, names)
+		r := d.rule(rl, t, len(p.Rules)+1, names)
 		p.Rules = append(p.Rules, r)
 	}
-	d.rule = ""
+	d.inRule = ""
 }
 
-func (d *decoder) rule1(l loc, t map[string]any, index int, names map[string]*Rule) *Rule {
+// rule reads one [[rule]] table, the index-th rule of the policy.
+func (d *decoder) rule(l loc, t map[string]any, index int, names map[string]*Rule) *Rule {
 	r := &Rule{Index: index}
 	at := d.idx[pathKey(l.path)]
 	r.Source = d.file
@@ -246,11 +247,11 @@ func (d *decoder) rule1(l loc, t map[string]any, index int, names map[string]*Ru
 		r.Source = fmt.Sprintf("%s:%d", d.file, at.Line)
 	}
 	// The name first, so every error in the rule can carry it.
-	d.rule = ruleLabel(index, "")
+	d.inRule = ruleLabel(index, "")
 	if v, ok := t["name"]; ok {
 		if name, ok := d.ruleName(l.child("name"), v); ok {
 			r.Name = name
-			d.rule = ruleLabel(index, name)
+			d.inRule = ruleLabel(index, name)
 			if prev, dup := names[name]; dup {
 				d.errorf(l.child("name"), "%q is already the name of %s (%s)", name, ruleLabel(prev.Index, prev.Name), prev.Source)
 			} else {

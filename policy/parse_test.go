@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/iosched/iosched/sysfs"
 )
 
 // TestParseEmbedded keeps the default policy shipped in the binary valid.
@@ -215,21 +213,6 @@ func TestErrorsAs(t *testing.T) {
 	}
 	if !errors.As(err, &one) || one.Line != 2 || one.Key != "name" {
 		t.Errorf("errors.As(*Error) = %+v", one)
-	}
-}
-
-// Every tunable sysfs may write has a range here, so a new one gets a
-// deliberate decision rather than the generic fallback.
-func TestEveryTunableHasARange(t *testing.T) {
-	for _, name := range sysfs.Tunables {
-		if _, ok := tunableRanges[name]; !ok {
-			t.Errorf("%s: no entry in tunableRanges", name)
-		}
-	}
-	for name := range tunableRanges {
-		if !sysfs.IsTunable(name) {
-			t.Errorf("tunableRanges has %s, which sysfs does not know", name)
-		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"strings"
 	"time"
 
 	"github.com/iosched/iosched/sysfs"
@@ -86,8 +85,8 @@ func (r *Rule) Matches(d *sysfs.Device) (bool, []string) {
 
 // Setting is one desired attribute value and where it came from.
 type Setting struct {
-	// Attribute is "scheduler", a name in sysfs.Tunables, or
-	// "iosched/<param>".
+	// Attribute is a sysfs.Attr: "scheduler", one of sysfs.Tunables(),
+	// or "iosched/<param>".
 	Attribute string `json:"attribute"`
 	// Values are the candidates in order of preference: several only for
 	// scheduler ("the first one the disk offers"), one otherwise.
@@ -119,9 +118,9 @@ type Evaluation struct {
 // Evaluate matches every rule against d and merges the settings of those that
 // match, later rules overriding earlier ones setting by setting.
 //
-// Settings come in write order (scheduler, iosched/*, nr_requests, the rest);
-// each names the last matching rule that set it and, in Overrode, the earlier
-// matching rules it replaced, in order.
+// Settings come in write order (sysfs.CompareWriteOrder: the scheduler,
+// nr_requests, iosched/*, the rest); each names the last matching rule that
+// set it and, in Overrode, the earlier matching rules it replaced, in order.
 func (p *Policy) Evaluate(d *sysfs.Device) Evaluation {
 	ev := Evaluation{Rules: []RuleResult{}, Matched: []string{}, Settings: []Setting{}}
 	byAttr := map[string]int{} // attribute -> index in ev.Settings
@@ -149,18 +148,6 @@ func (p *Policy) Evaluate(d *sysfs.Device) Evaluation {
 	return ev
 }
 
-// factsByKey are the facts a match or except key tests, beyond what every
-// read of a disk has (class, driver, transport, name).
-var factsByKey = map[string]sysfs.Facts{
-	"rotational": sysfs.FactRotational,
-	"removable":  sysfs.FactRemovable,
-	"hw_queues":  sysfs.FactHWQueues,
-	"size":       sysfs.FactSize,
-	"model":      sysfs.FactIdentity,
-	"vendor":     sysfs.FactIdentity,
-	"serial":     sysfs.FactIdentity,
-}
-
 // Needs is what a disk must be read for to evaluate and plan this policy:
 // the facts its rules test and the current values of what they set. The
 // NOWAIT test (match key nowait) is a device node's, not sysfs's: see
@@ -170,26 +157,23 @@ func (p *Policy) Needs() sysfs.Facts {
 	for _, r := range p.Rules {
 		for _, cs := range append([][]cond{r.match}, r.except...) {
 			for _, c := range cs {
-				f |= factsByKey[c.key]
+				f |= c.from.facts
 			}
 		}
 		for _, s := range r.settings {
-			if strings.HasPrefix(s.Attribute, "iosched/") {
-				f |= sysfs.FactIOSched
-			}
-			f |= sysfs.FactTunable(s.Attribute)
+			f |= sysfs.Attr(s.Attribute).Needs()
 		}
 	}
 	return f
 }
 
-// UsesNoWait reports whether any rule tests nowait, which costs opening the
-// disk's node.
+// UsesNoWait reports whether any rule tests a key that opens the disk's
+// node (nowait), which costs more than the rest of a pass.
 func (p *Policy) UsesNoWait() bool {
 	for _, r := range p.Rules {
 		for _, cs := range append([][]cond{r.match}, r.except...) {
 			for _, c := range cs {
-				if c.key == "nowait" {
+				if c.from.nodeTest {
 					return true
 				}
 			}

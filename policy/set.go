@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -10,43 +9,6 @@ import (
 
 	"github.com/iosched/iosched/sysfs"
 )
-
-// tunableRange is what the kernel accepts for a queue/ file and reads back
-// unchanged. A value the kernel would clamp or round (nr_requests below 4,
-// read_ahead_kb not a whole page) or that means "reset to the default"
-// (wbt_lat_usec -1, max_sectors_kb 0) is refused: iosched compares what it
-// reads with what the policy says, and such a value would never compare
-// equal, so every plan and every reconcile would write it again.
-type tunableRange struct {
-	min, max int64
-	multiple int64
-	why      string
-}
-
-// uintMax is the largest value queue_var_store accepts (block/blk-sysfs.c:
-// kstrtoul, then v > UINT_MAX is -EINVAL).
-const uintMax = math.MaxUint32
-
-var tunableRanges = map[string]tunableRange{
-	// ra_pages = ra_kb >> (PAGE_SHIFT - 10): the value reads back rounded
-	// down to whole pages; 4 KiB is the smallest page size.
-	"read_ahead_kb": {min: 0, max: uintMax, multiple: 4, why: "the kernel keeps whole 4 KiB pages"},
-	// queue_requests_store raises anything below BLKDEV_MIN_RQ (4) to 4.
-	"nr_requests": {min: 4, max: uintMax, why: "the kernel raises smaller values to 4 (BLKDEV_MIN_RQ)"},
-	"nomerges":    {min: 0, max: 2},
-	"rq_affinity": {min: 0, max: 2},
-	"add_random":  {min: 0, max: 1},
-	"iostats":     {min: 0, max: 1},
-	// queue_wb_lat_store: -1 restores the default, which then reads back as
-	// its value; below -1 is -EINVAL. The value is multiplied by 1000 in
-	// an s64.
-	"wbt_lat_usec": {min: 0, max: math.MaxInt64 / 1000, why: "-1 (restore the default) reads back as the default's value, so iosched could never see it in place: write the value itself"},
-	// queue_max_sectors_store: 0 restores the default (same problem), below
-	// one page is -EINVAL.
-	"max_sectors_kb": {min: 4, max: uintMax, why: "0 (restore the default) reads back as the default's value, and less than one page is refused by the kernel"},
-	// queue_io_timeout_store: kstrtou32, 0 is -EINVAL. In milliseconds.
-	"io_timeout": {min: 1, max: uintMax, why: "milliseconds; the kernel refuses 0"},
-}
 
 // knownSchedulers are the elevators in mainline Linux; legacySchedulers are
 // the single-queue ones removed in 5.0 with the legacy block layer, which
@@ -57,26 +19,39 @@ var (
 )
 
 // knownParams are the queue/iosched/ files of mainline schedulers
-// (sysfs.SchedulerParams). Other names are allowed (kernels add parameters;
+// (sysfs.Attributes). Other names are allowed (kernels add parameters;
 // out-of-tree schedulers exist), but one a typo away from these is refused
 // with a suggestion.
-var knownParams = func() []string {
+func knownParams() []string {
 	var all []string
-	for _, params := range sysfs.SchedulerParams {
-		all = append(all, params...)
+	for _, spec := range sysfs.Attributes() {
+		if spec.Kind == sysfs.KindParam {
+			all = append(all, spec.Attr.Param())
+		}
 	}
 	sort.Strings(all)
 	return all
-}()
+}
 
-func knownParam(s string) bool { return contains(knownParams, s) }
+func knownParam(s string) bool {
+	_, ok := sysfs.ParamAttr(s).Spec()
+	return ok
+}
 
 // paramRe is what a queue/iosched/ file name may be: one path element, so
 // nothing can be smuggled in ("../scheduler", "/etc/x").
 var paramRe = regexp.MustCompile(`^[a-z0-9_]+$`)
 
+// setKeys are the keys of [rule.set]: the scheduler and the tunables
+// sysfs.Attributes allows, in its order, and the iosched table.
 func setKeys() []string {
-	return append(append([]string{"scheduler"}, sysfs.Tunables...), "iosched")
+	var keys []string
+	for _, spec := range sysfs.Attributes() {
+		if spec.Kind != sysfs.KindParam && spec.Refused == "" {
+			keys = append(keys, string(spec.Attr))
+		}
+	}
+	return append(keys, "iosched")
 }
 
 // settings reads [rule.set] into settings in a fixed order.
@@ -100,11 +75,11 @@ func (d *decoder) settings(l loc, m map[string]any, r *Rule) []Setting {
 			}
 			for _, p := range d.keys(kl, t) {
 				if n, ok := d.param(kl.child(p), p, t[p]); ok {
-					add("iosched/"+p, strconv.FormatInt(n, 10))
+					add(string(sysfs.ParamAttr(p)), strconv.FormatInt(n, 10))
 				}
 			}
-		case sysfs.IsTunable(k):
-			if n, ok := d.tunable(kl, k, v); ok {
+		case sysfs.Attr(k).Kind() == sysfs.KindTunable:
+			if n, ok := d.tunable(kl, sysfs.Attr(k), v); ok {
 				add(k, strconv.FormatInt(n, 10))
 			}
 		default:
@@ -194,43 +169,48 @@ func (d *decoder) schedulers(l loc, v any) ([]string, bool) {
 	return names, ok
 }
 
-func (d *decoder) tunable(l loc, name string, v any) (int64, bool) {
+// tunable reads the value of a tunable of sysfs.Attributes: an integer in
+// its range, unless the tunable is refused.
+func (d *decoder) tunable(l loc, a sysfs.Attr, v any) (int64, bool) {
+	spec, _ := a.Spec()
+	if spec.Refused != "" {
+		d.errorf(l, "%s cannot be set: %s", a, spec.Refused)
+		return 0, false
+	}
 	n, ok := d.integer(l, v)
 	if !ok {
 		return 0, false
 	}
-	r, known := tunableRanges[name]
-	if !known {
-		// A tunable sysfs knows and this table does not yet: what
-		// queue_var_store accepts.
-		r = tunableRange{min: 0, max: uintMax}
-	}
+	r := spec.Range
 	why := ""
-	if r.why != "" {
-		why = ": " + r.why
+	if r.Why != "" {
+		why = ": " + r.Why
 	}
-	if n < r.min || n > r.max {
-		d.errorf(l, "%d is out of range %d..%d%s", n, r.min, r.max, why)
+	if n < r.Min || n > r.Max {
+		d.errorf(l, "%d is out of range %d..%d%s", n, r.Min, r.Max, why)
 		return 0, false
 	}
-	if r.multiple > 1 && n%r.multiple != 0 {
-		d.errorf(l, "%d is not a multiple of %d%s", n, r.multiple, why)
+	if r.Multiple > 1 && n%r.Multiple != 0 {
+		d.errorf(l, "%d is not a multiple of %d%s", n, r.Multiple, why)
 		return 0, false
 	}
 	return n, true
 }
 
+// param reads the value of the scheduler parameter name: a non-negative
+// integer, within the range sysfs.Attributes gives a mainline one.
 func (d *decoder) param(l loc, name string, v any) (int64, bool) {
+	spec, known := sysfs.ParamAttr(name).Spec()
 	ok := true
 	switch {
 	case !paramRe.MatchString(name):
 		d.errorf(l, "%q is not a scheduler parameter name (lower-case letters, digits and '_')", name)
 		ok = false
-	case sysfs.IsTunable(name) || name == "scheduler":
+	case sysfs.Attr(name).Kind() == sysfs.KindTunable || sysfs.Attr(name).Kind() == sysfs.KindScheduler:
 		d.errorf(l, "%q is a queue setting, not a scheduler parameter: it belongs in [rule.set]", name)
 		ok = false
-	case !knownParam(name):
-		if s, near := suggest(name, knownParams); near {
+	case !known:
+		if s, near := suggest(name, knownParams()); near {
 			d.errorf(l, "unknown scheduler parameter; did you mean %q?", s)
 			ok = false
 		}
@@ -243,21 +223,13 @@ func (d *decoder) param(l loc, name string, v any) (int64, bool) {
 	case n < 0:
 		d.errorf(l, "%d is negative: no scheduler parameter takes a negative value", n)
 		ok = false
-	case n > math.MaxInt32 && knownParam(name) && !strings.HasSuffix(name, "_lat_nsec"):
-		// mq-deadline and bfq parse their parameters with kstrtoint
-		// (EINVAL above INT_MAX); kyber's *_lat_nsec are u64.
-		d.errorf(l, "%d is out of range 0..%d", n, math.MaxInt32)
+	case known && (n < spec.Range.Min || n > spec.Range.Max):
+		d.errorf(l, "%d is out of range %d..%d", n, spec.Range.Min, spec.Range.Max)
 		ok = false
 	}
 	return n, ok
 }
 
 func sortSettings(s []Setting) {
-	sort.SliceStable(s, func(i, j int) bool {
-		ri, rj := sysfs.WriteRank(s[i].Attribute), sysfs.WriteRank(s[j].Attribute)
-		if ri != rj {
-			return ri < rj
-		}
-		return s[i].Attribute < s[j].Attribute
-	})
+	sysfs.SortByWriteOrder(s, func(s Setting) string { return s.Attribute })
 }

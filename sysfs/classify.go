@@ -191,8 +191,8 @@ var transportAlias = map[string]string{
 
 // scsiTransport names the low-level driver of the SCSI host the disk hangs
 // off: the host's scsi_host/hostN/proc_name ("virtio_scsi", "ahci",
-// "storvsc", "mpt3sas", "iscsi_tcp"), else the driver bound to the nearest
-// ancestor of the host that has one. It never looks above root.
+// "storvsc", "mpt3sas", "iscsi_tcp"), else the driver of the controller the
+// host was registered on (hostController). It never looks above root.
 func scsiTransport(resolved, root string) string {
 	root = filepath.Clean(root)
 	for dir := filepath.Dir(resolved); isBelow(dir, root); dir = filepath.Dir(dir) {
@@ -208,12 +208,55 @@ func scsiTransport(resolved, root string) string {
 				return name
 			}
 		}
-		for up := filepath.Dir(dir); isBelow(up, root); up = filepath.Dir(up) {
-			if target, err := os.Readlink(filepath.Join(up, "driver")); err == nil {
-				return filepath.Base(target)
-			}
+		return hostController(filepath.Dir(dir), root)
+	}
+	return ""
+}
+
+var (
+	virtioDevRe = regexp.MustCompile(`^virtio\d+$`)
+	pciFuncRe   = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+)
+
+// virtioSCSIID is the virtio device ID of a SCSI host
+// (include/uapi/linux/virtio_ids.h VIRTIO_ID_SCSI), as a virtioN device's
+// "device" file shows it.
+const virtioSCSIID = "0x0008"
+
+// hostController is the driver of the device a SCSI host was registered on,
+// found from the host's parent directory dir upwards: the first driver
+// link, but
+//   - a virtioN device is the controller itself: its driver (virtio_scsi)
+//     is the transport, or its device ID says it when the link is missing.
+//     The PCI function above it is bound to virtio-pci, which carries any
+//     virtio device and says nothing about this one;
+//   - the search ends at the first PCI function (an AHCI or SAS controller,
+//     or the function of a virtio device): above it are bridges and PCIe
+//     ports (pcieport), which carry every device behind them.
+//
+// "" when the tree does not say.
+func hostController(dir, root string) string {
+	for ; isBelow(dir, root); dir = filepath.Dir(dir) {
+		base := filepath.Base(dir)
+		driver := ""
+		if target, err := os.Readlink(filepath.Join(dir, "driver")); err == nil {
+			driver = filepath.Base(target)
 		}
-		return ""
+		switch {
+		case virtioDevRe.MatchString(base):
+			if driver == "" {
+				if b, err := os.ReadFile(filepath.Join(dir, "device")); err == nil && strings.TrimSpace(string(b)) == virtioSCSIID {
+					driver = "virtio_scsi"
+				}
+			}
+			return driver
+		case driver == "pcieport":
+			return ""
+		case driver != "":
+			return driver
+		case pciFuncRe.MatchString(base):
+			return ""
+		}
 	}
 	return ""
 }

@@ -44,16 +44,19 @@ var cloudDisks = []struct {
 	transport  string
 	dmName     string
 	multipath  bool
-	hwq        int
+	hwq        int // -1: unknown (nil)
 	rotational bool
 	scheduler  string // "" for a bio-based disk (nil)
-	schedulers []string
-	majorMinor string
-	sizeBytes  uint64
-	model      string
-	hidden     bool
+	// unknownSched: no queue/scheduler and no evidence of a bio-based
+	// queue, so the scheduler is unknown (nil, and not bio-based).
+	unknownSched bool
+	schedulers   []string
+	majorMinor   string
+	sizeBytes    uint64
+	model        string
+	hidden       bool
 }{
-	{name: "dm-0", class: ClassDM, driver: "device-mapper", dmName: "vg0-data", hwq: 0, rotational: true, schedulers: noneOf, majorMinor: "252:0", sizeBytes: 10 << 30},
+	{name: "dm-0", class: ClassDM, driver: "device-mapper", dmName: "vg0-data", hwq: -1, unknownSched: true, rotational: true, schedulers: noneOf, majorMinor: "252:0", sizeBytes: 10 << 30},
 	{name: "dm-1", class: ClassDM, driver: "device-mapper", dmName: "mpatha", multipath: true, hwq: 1, scheduler: "mq-deadline", schedulers: all4, majorMinor: "252:1", sizeBytes: 200 << 30},
 	{name: "loop0", class: ClassLoop, driver: "loop", hwq: 1, scheduler: "none", schedulers: all4, majorMinor: "7:0", sizeBytes: 100 << 20},
 	{name: "md0", class: ClassMD, driver: "md", hwq: 0, schedulers: noneOf, majorMinor: "9:0", sizeBytes: 2 << 30},
@@ -127,7 +130,11 @@ func TestDeviceCloud(t *testing.T) {
 			check("Transport", d.Transport, w.transport)
 			check("DMName", d.DMName, w.dmName)
 			check("Multipath", d.Multipath, w.multipath)
-			check("HWQueues", d.HWQueues, w.hwq)
+			if w.hwq < 0 {
+				check("HWQueues", fmtPtr(d.HWQueues), "nil")
+			} else {
+				check("HWQueues", fmtPtr(d.HWQueues), w.hwq)
+			}
 			check("MajorMinor", d.MajorMinor, w.majorMinor)
 			check("Model", d.Model, w.model)
 			check("Hidden", d.Hidden, w.hidden)
@@ -146,7 +153,7 @@ func TestDeviceCloud(t *testing.T) {
 			case w.scheduler != "" && (d.Scheduler == nil || *d.Scheduler != w.scheduler):
 				t.Errorf("Scheduler = %v, want %q", fmtPtr(d.Scheduler), w.scheduler)
 			}
-			check("BioBased", d.BioBased(), w.scheduler == "")
+			check("BioBased", d.BioBased(), w.scheduler == "" && !w.unknownSched)
 			if !slices.Equal(d.Schedulers, w.schedulers) {
 				t.Errorf("Schedulers = %q, want %q", d.Schedulers, w.schedulers)
 			}
@@ -361,10 +368,11 @@ func TestBrokenTree(t *testing.T) {
 		t.Errorf("vde class %s driver %q iosched %v", vde.Class, vde.Driver, vde.IOSched)
 	}
 
-	// Older kernels show a bare "none" on a bio-based queue.
+	// Older kernels show a bare "none" on a bio-based queue: bio-based,
+	// no scheduler to set, not a scheduler "none".
 	ram, _ := fs.Device("ram0")
-	if fmtPtr(ram.Scheduler) != "none" || !slices.Equal(ram.Schedulers, []string{"none"}) || ram.HWQueues != 0 {
-		t.Errorf("ram0 Scheduler %v Schedulers %q HWQueues %d", fmtPtr(ram.Scheduler), ram.Schedulers, ram.HWQueues)
+	if ram.Scheduler != nil || len(ram.Schedulers) != 0 || fmtPtr(ram.HWQueues) != 0 || !ram.BioBased() {
+		t.Errorf("ram0 Scheduler %v Schedulers %q HWQueues %v BioBased %q", fmtPtr(ram.Scheduler), ram.Schedulers, fmtPtr(ram.HWQueues), ram.BioBasedBy)
 	}
 }
 

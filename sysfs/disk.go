@@ -1,9 +1,13 @@
 package sysfs
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -134,14 +138,123 @@ func (disk *Disk) open(rel string, flags int) (int, error) {
 	if flags&(unix.O_WRONLY|unix.O_RDWR) != 0 {
 		return openat2(disk.fd, rel, flags, unix.RESOLVE_BENEATH)
 	}
-	for {
-		fd, err := unix.Openat(disk.fd, rel, flags|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
-		}
-		return fd, nil
+	return openatRetry(disk.fd, rel, flags)
+}
+
+// resolve finds a disk's directory and opens it: the target of its
+// block/ (or class/block/) link, refusing a partition and a link that leads
+// out of the root. On sysfs the link target holds no further links, so one
+// readlink does what filepath.EvalSymlinks does with a stat per path
+// element; every attribute is then opened relative to the directory, a
+// lookup of one or two names where a full path takes eight, each one a
+// turn of kernfs's lock, which hot-plug itself holds to add its files.
+func (s FS) resolve(name string) (string, int, bool, error) {
+	rel := s.blockRel(name)
+	target, err := s.readlinkInRoot(rel)
+	viaClass := s.noBlock
+	if errors.Is(err, fs.ErrNotExist) && !s.noBlock {
+		// Partitions are only in class/block: find them there to say so.
+		rel, viaClass = filepath.Join("class", "block", name), true
+		target, err = s.readlinkInRoot(rel)
 	}
+	link := s.path(rel)
+	var resolved string
+	switch {
+	case err == nil && filepath.IsAbs(target):
+		resolved = filepath.Clean(target)
+	case err == nil:
+		resolved = filepath.Join(filepath.Dir(link), target)
+	case errors.Is(err, syscall.EINVAL):
+		resolved = link // a directory, not a link (a hand-made tree)
+	case errors.Is(err, fs.ErrNotExist):
+		if disk := s.enclosingDisk(name); disk != "" {
+			return "", -1, false, &PartitionError{Name: name, Disk: disk}
+		}
+		return "", -1, false, fmt.Errorf("%w: %s", ErrNoDevice, name)
+	default:
+		return "", -1, false, fmt.Errorf("%s: %w", name, err)
+	}
+	if abs, err := filepath.Abs(resolved); err == nil {
+		resolved = abs
+	}
+	root := s.rootAbs()
+	if !isBelow(resolved, root) {
+		// A copied tree whose links lead out of it (into the live /sys, say)
+		// would show, and let apply act on, another machine's disk.
+		return "", -1, false, fmt.Errorf("%s: its link leads out of the sysfs root %s, to %s: refused", name, s.root, resolved)
+	}
+	// Opened from the root's descriptor: four names to look up on sysfs
+	// (devices/virtual/block/loop7), not the whole path from /.
+	inRoot, _ := filepath.Rel(root, resolved)
+	fd, confined, err := s.openDir(inRoot)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", -1, false, fmt.Errorf("%w: %s (%s is a dangling link to %s: the disk is gone, or the tree lacks its directory)", ErrNoDevice, name, rel, target)
+	case err != nil:
+		return "", -1, false, fmt.Errorf("%s: %w", name, err)
+	}
+	// block/ holds whole disks only; class/block partitions too.
+	if viaClass {
+		if disk, ok := partitionOf(resolved); ok {
+			unix.Close(fd)
+			return "", -1, false, &PartitionError{Name: name, Disk: disk}
+		}
+	}
+	return resolved, fd, confined, nil
+}
+
+// PartitionError is returned when a partition is named where a whole disk is
+// wanted. It is an ErrNoDevice: there is no disk of that name.
+type PartitionError struct {
+	Name string
+	Disk string // the disk it is on, "" when the tree does not say
+}
+
+func (e *PartitionError) Error() string {
+	if e.Disk == "" {
+		return e.Name + " is a partition, not a whole disk"
+	}
+	return fmt.Sprintf("%s is a partition of %s, not a whole disk: name %s", e.Name, e.Disk, e.Disk)
+}
+
+// Is makes errors.Is(err, ErrNoDevice) hold.
+func (e *PartitionError) Is(target error) bool { return target == ErrNoDevice }
+
+// partitionOf reports whether the device directory dir is a partition, and
+// the disk it is on. Any one of these says so: its directory sitting inside a
+// disk's (a partition's kobject is a child of its disk's in every layout; a
+// disk's parent is a "block" directory, which has no dev), a "partition"
+// file (block/partitions/core.c; 2.6-era kernels have none), or
+// DEVTYPE=partition in its uevent (the name of part_type, which
+// drivers/base/core.c dev_uevent reports).
+func partitionOf(dir string) (disk string, ok bool) {
+	parent := filepath.Dir(dir)
+	if st, err := os.Stat(filepath.Join(parent, "dev")); err == nil && st.Mode().IsRegular() {
+		return filepath.Base(parent), true
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "partition")); err == nil {
+		return "", true
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "uevent")); err == nil && ueventValue(b, "DEVTYPE") == "partition" {
+		return "", true
+	}
+	return "", false
+}
+
+// enclosingDisk finds name as a partition directory inside a disk's
+// directory under block/ (the layout of kernels before class/block, and of
+// CONFIG_SYSFS_DEPRECATED: block/sda/sda1), and returns the disk, or "".
+// Only the error path of a name not found calls it.
+func (s FS) enclosingDisk(name string) string {
+	disks, err := os.ReadDir(s.path("block"))
+	if err != nil {
+		return ""
+	}
+	for _, e := range disks {
+		dir := s.path("block", e.Name(), name)
+		if st, err := os.Stat(filepath.Join(dir, "dev")); err == nil && st.Mode().IsRegular() {
+			return e.Name()
+		}
+	}
+	return ""
 }

@@ -23,7 +23,7 @@ func openCloudLoop0(t *testing.T) (FS, *Disk) {
 // another name, and writes what it then reads back.
 func TestDiskReadWriteThroughDirectory(t *testing.T) {
 	fs, disk := openCloudLoop0(t)
-	d, err := disk.Facts(FactAll, Ident{})
+	d, err := disk.Read(FactAll, Ident{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestDiskReadWriteThroughDirectory(t *testing.T) {
 	// A second read through the same handle answers absent names from the
 	// same listing (had it listed again from where the first left the
 	// descriptor, every name would have been absent).
-	if again, err := disk.Facts(FactAll, Ident{}); err != nil || again.Class != ClassLoop || len(again.Errors) != 0 {
+	if again, err := disk.Read(FactAll, Ident{}); err != nil || again.Class != ClassLoop || len(again.Errors) != 0 {
 		t.Errorf("second Facts = %+v, %v", again, err)
 	}
 
@@ -83,7 +83,7 @@ func TestDiskFactsKnownIdent(t *testing.T) {
 		{Ident{MajorMinor: "7:42"}, "7:0", "an event without DISKSEQ"},
 		{Ident{}, "7:0", "no event"},
 	} {
-		d, err := disk.Facts(0, tt.known)
+		d, err := disk.Read(0, tt.known)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,4 +5,7 @@
 //
 // Reading is one attribute at a time: a missing or unreadable file marks that
 // attribute unknown and is recorded in Device.Errors; it never hides the disk.
+//
+// The attributes iosched sets are one table (attributes.go): an Attr knows
+// its kind, range, write order and what writing it resets.
 package sysfs

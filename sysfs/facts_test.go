@@ -2,28 +2,32 @@ package sysfs
 
 import "testing"
 
-// Every tunable has a bit of its own inside FactAll, above the other facts.
+// Every tunable has a bit of its own inside FactAll, above the other facts,
+// and the bits fit in Facts.
 func TestFactBits(t *testing.T) {
 	seen := FactIOSched<<1 - 1 // the fact bits below the tunables'
-	for _, name := range Tunables {
-		b := FactTunable(name)
-		if b == 0 || b&seen != 0 || b&FactAll == 0 {
-			t.Errorf("FactTunable(%s) = %b: not a bit of its own within FactAll %b", name, b, FactAll)
+	for _, name := range Tunables() {
+		b := name.Needs()
+		if b == 0 || b&seen != 0 || b&FactAll != b {
+			t.Errorf("%s.Needs() = %b: not a bit of its own within FactAll %b", name, b, FactAll)
 		}
 		seen |= b
 	}
-	if seen != FactAll {
-		t.Errorf("FactAll = %b, the bits in use %b", FactAll, seen)
+	if Attr("scheduler").Needs() != 0 {
+		t.Error("the scheduler is read by every read")
 	}
-	if FactTunable("scheduler") != 0 {
-		t.Error("scheduler is not a tunable")
+	if Attr("iosched/fifo_batch").Needs() != FactIOSched || Attr("iosched/out_of_tree").Needs() != FactIOSched {
+		t.Error("a parameter needs FactIOSched")
+	}
+	if Attr("io_poll").Needs() != 0 {
+		t.Error("io_poll is refused: never read")
 	}
 }
 
 // A disk read for some facts leaves the others unknown, never wrong.
 func TestDeviceFactsReadsOnlyWhatIsAsked(t *testing.T) {
 	fs := newFS(t, cloudTree)
-	d, err := fs.DeviceFacts("sdb", FactRotational|FactTunable("nr_requests"))
+	d, err := fs.DeviceFacts("sdb", FactRotational|Attr("nr_requests").Needs())
 	if err != nil {
 		t.Fatal(err)
 	}

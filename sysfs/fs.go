@@ -28,6 +28,9 @@ type FS struct {
 	// paths remembers where each disk read lives, so its queue attributes
 	// are opened by their own path rather than through block/NAME.
 	paths *pathCache
+	// live: the root is a sysfs mount, so a missing attribute is the
+	// kernel's statement, not a file a copy left out.
+	live bool
 }
 
 // pathCache maps disk names to their directories relative to the root, as
@@ -97,9 +100,33 @@ func NewFS(root string) (FS, error) {
 	}
 	if _, err := os.Lstat(filepath.Join(root, "block")); err != nil {
 		fs.noBlock = true
+		if _, err := os.Lstat(filepath.Join(root, "class", "block")); err != nil {
+			if hint := nestedTree(root); hint != "" {
+				fs.dir.Close()
+				return FS{}, fmt.Errorf("sysfs root %s has no block/ or class/block/, but %s has: pass --sysfs %s", root, hint, hint)
+			}
+		}
 	}
+	var sfs unix.Statfs_t
+	fs.live = unix.Fstatfs(int(fs.dir.Fd()), &sfs) == nil && sfs.Type == unix.SYSFS_MAGIC
 	return fs, nil
 }
+
+// nestedTree is root/sys when root is the directory above a sysfs tree (a
+// capture that keeps sys/ beside proc/ or dev/), else "".
+func nestedTree(root string) string {
+	nested := filepath.Join(root, "sys")
+	for _, dir := range []string{"block", filepath.Join("class", "block")} {
+		if st, err := os.Stat(filepath.Join(nested, dir)); err == nil && st.IsDir() {
+			return nested
+		}
+	}
+	return ""
+}
+
+// Live reports whether the root is a sysfs mount (the kernel's own view,
+// not a copy).
+func (s FS) Live() bool { return s.live }
 
 // rootAbs is the root made absolute, its own links kept: the lexical frame
 // resolve works in.
@@ -146,7 +173,7 @@ func ValidateName(name string) error {
 // order (loop2 before loop10, nvme2n1 before nvme10n1). It reads block/,
 // which holds disks only (one getdents, no stat per entry: the daemon's
 // rescan of 1000 disks starts here), and on trees without block/ reads
-// class/block, skipping the entries that have a "partition" file.
+// class/block, skipping the partitions (see partitionOf).
 func (s FS) Disks() ([]string, error) {
 	dir := s.path("block")
 	if s.noBlock {
@@ -167,8 +194,10 @@ func (s FS) Disks() ([]string, error) {
 			continue
 		}
 		if s.noBlock {
-			if _, err := os.Lstat(s.path("class", "block", name, "partition")); err == nil {
-				continue
+			if dir, err := filepath.EvalSymlinks(s.path("class", "block", name)); err == nil {
+				if _, part := partitionOf(dir); part {
+					continue
+				}
 			}
 		}
 		names = append(names, name)

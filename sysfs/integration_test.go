@@ -54,8 +54,8 @@ func TestIntegrationLoop(t *testing.T) {
 	if d.Scheduler == nil || *d.Scheduler != "none" || !slices.Contains(d.Schedulers, "none") {
 		t.Errorf("scheduler %v of %q, want none", d.Scheduler, d.Schedulers)
 	}
-	if d.HWQueues < 1 || d.BioBased() {
-		t.Errorf("HWQueues = %d, want >= 1 (blk-mq)", d.HWQueues)
+	if d.HWQueues == nil || *d.HWQueues < 1 || d.BioBased() || len(d.Missing) != 0 {
+		t.Errorf("HWQueues = %v BioBasedBy %q Missing %v, want >= 1 (blk-mq), nothing missing", d.HWQueues, d.BioBasedBy, d.Missing)
 	}
 	if d.SizeBytes == nil || *d.SizeBytes != 8<<20 {
 		t.Errorf("SizeBytes = %v, want 8 MiB", d.SizeBytes)
@@ -85,9 +85,14 @@ func TestIntegrationZram(t *testing.T) {
 	if d.Class != sysfs.ClassZRAM || d.Driver != "zram" {
 		t.Errorf("class %s driver %q, want zram", d.Class, d.Driver)
 	}
-	// zram is bio-based: no queue/scheduler, no mq/.
-	if d.Scheduler != nil || !d.BioBased() || d.HWQueues != 0 || len(d.Schedulers) != 0 {
-		t.Errorf("scheduler %v %q hwq %d, want bio-based", d.Scheduler, d.Schedulers, d.HWQueues)
+	// zram is bio-based: no queue/scheduler, no mq/. On the live sysfs
+	// that absence is the kernel's word, and is taken as the evidence (on
+	// a copy only the driver would be).
+	if !fs.Live() {
+		t.Fatalf("%s is not seen as a live sysfs", fs.Root())
+	}
+	if d.Scheduler != nil || d.BioBasedBy != "the kernel shows no queue/scheduler and no mq/" || d.HWQueues == nil || *d.HWQueues != 0 || len(d.Schedulers) != 0 || len(d.Missing) != 0 {
+		t.Errorf("scheduler %v %q hwq %v bio-based by %q missing %v, want bio-based, by the live kernel", d.Scheduler, d.Schedulers, d.HWQueues, d.BioBasedBy, d.Missing)
 	}
 	if d.SizeBytes == nil || *d.SizeBytes != 64<<20 {
 		t.Errorf("SizeBytes = %v, want 64 MiB", d.SizeBytes)
@@ -140,7 +145,7 @@ func TestIntegrationDiskHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer disk.Close()
-	d, err := disk.Facts(0, sysfs.Ident{})
+	d, err := disk.Read(0, sysfs.Ident{})
 	if err != nil || d.MajorMinor != "7:7102" || d.Scheduler == nil || *d.Scheduler != "none" {
 		t.Fatalf("Facts = %+v, %v", d, err)
 	}

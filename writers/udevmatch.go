@@ -175,6 +175,9 @@ func envValue(d *sysfs.Device, key string) (string, bool) {
 		}
 		return min, true
 	case "DEVNAME":
+		if d.DevName != "" {
+			return "/dev/" + d.DevName, true
+		}
 		if strings.Contains(d.Name, "!") {
 			return "", false // the node is in a subdirectory uevent names
 		}

@@ -15,34 +15,34 @@ func ptr[T any](v T) *T { return &v }
 // Disks as a snapshot shows them.
 var (
 	hdd = &sysfs.Device{Name: "sda", Class: sysfs.ClassSCSI, Path: "devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda",
-		Rotational: ptr(true), Removable: ptr(false), HWQueues: 1, Zoned: "none",
+		Rotational: ptr(true), Removable: ptr(false), HWQueues: ptr(1), Zoned: "none",
 		Scheduler: ptr("mq-deadline"), Schedulers: []string{"mq-deadline", "kyber", "bfq", "none"}, Model: "ST4000NM0035-1V4"}
 	hdd2 = &sysfs.Device{Name: "sdb", Class: sysfs.ClassSCSI, Path: "devices/pci0000:00/0000:00:1f.2/ata2/host1/target1:0:0/1:0:0:0/block/sdb",
-		Rotational: ptr(true), Removable: ptr(false), HWQueues: 1, Zoned: "none",
+		Rotational: ptr(true), Removable: ptr(false), HWQueues: ptr(1), Zoned: "none",
 		Scheduler: ptr("mq-deadline"), Schedulers: []string{"mq-deadline", "kyber", "bfq", "none"}}
 	ssd = &sysfs.Device{Name: "sdc", Class: sysfs.ClassSCSI, Path: "devices/pci0000:00/0000:00:1f.2/ata3/host2/target2:0:0/2:0:0:0/block/sdc",
-		Rotational: ptr(false), Removable: ptr(false), HWQueues: 1, Zoned: "none",
+		Rotational: ptr(false), Removable: ptr(false), HWQueues: ptr(1), Zoned: "none",
 		Scheduler: ptr("mq-deadline"), Schedulers: []string{"mq-deadline", "kyber", "bfq", "none"}}
 	usbStick = &sysfs.Device{Name: "sdd", Class: sysfs.ClassSCSI, Path: "devices/pci0000:00/0000:00:14.0/usb2/2-4/2-4:1.0/host7/target7:0:0/7:0:0:0/block/sdd",
-		Rotational: ptr(false), Removable: ptr(true), HWQueues: 1, Zoned: "none",
+		Rotational: ptr(false), Removable: ptr(true), HWQueues: ptr(1), Zoned: "none",
 		Scheduler: ptr("mq-deadline"), Schedulers: []string{"mq-deadline", "kyber", "bfq", "none"}}
 	vda = &sysfs.Device{Name: "vda", Class: sysfs.ClassVirtio, Path: "devices/pci0000:00/0000:00:04.0/virtio1/block/vda",
-		Rotational: ptr(true), Removable: ptr(false), HWQueues: 1, Zoned: "none",
+		Rotational: ptr(true), Removable: ptr(false), HWQueues: ptr(1), Zoned: "none",
 		Scheduler: ptr("mq-deadline"), Schedulers: []string{"mq-deadline", "kyber", "bfq", "none"}}
 	ebs = &sysfs.Device{Name: "nvme1n1", Class: sysfs.ClassNVMe, Path: "devices/pci0000:00/0000:00:1f.0/nvme/nvme1/nvme1n1",
-		Rotational: ptr(false), Removable: ptr(false), HWQueues: 2, Zoned: "none",
+		Rotational: ptr(false), Removable: ptr(false), HWQueues: ptr(2), Zoned: "none",
 		Scheduler: ptr("none"), Schedulers: []string{"none", "mq-deadline", "kyber", "bfq"}, Model: "Amazon Elastic Block Store"}
 	instanceStore = &sysfs.Device{Name: "nvme2n1", Class: sysfs.ClassNVMe, Path: "devices/pci0000:00/0000:00:1e.0/nvme/nvme2/nvme2n1",
-		Rotational: ptr(false), Removable: ptr(false), HWQueues: 2, Zoned: "none",
+		Rotational: ptr(false), Removable: ptr(false), HWQueues: ptr(2), Zoned: "none",
 		Scheduler: ptr("none"), Schedulers: []string{"none", "mq-deadline", "kyber", "bfq"}, Model: "Amazon EC2 NVMe Instance Storage"}
 	nvmeNoModel = &sysfs.Device{Name: "nvme0n1", Class: sysfs.ClassNVMe, Path: "devices/pci0000:00/0000:00:1d.0/nvme/nvme0/nvme0n1",
-		Rotational: ptr(false), Removable: ptr(false), HWQueues: 2,
+		Rotational: ptr(false), Removable: ptr(false), HWQueues: ptr(2),
 		Scheduler: ptr("none"), Schedulers: []string{"none", "mq-deadline", "kyber", "bfq"}}
 	loop = &sysfs.Device{Name: "loop0", Class: sysfs.ClassLoop, Path: "devices/virtual/block/loop0",
-		Rotational: ptr(false), Removable: ptr(false), HWQueues: 1, Zoned: "none",
+		Rotational: ptr(false), Removable: ptr(false), HWQueues: ptr(1), Zoned: "none",
 		Scheduler: ptr("none"), Schedulers: []string{"none", "mq-deadline", "kyber", "bfq"}}
 	mmc = &sysfs.Device{Name: "mmcblk0", Class: sysfs.ClassMMC, Path: "devices/platform/soc/mmc0/mmc0:0001/block/mmcblk0",
-		Rotational: ptr(false), Removable: ptr(false), HWQueues: 1,
+		Rotational: ptr(false), Removable: ptr(false), HWQueues: ptr(1),
 		Scheduler: ptr("mq-deadline"), Schedulers: []string{"mq-deadline", "kyber", "bfq", "none"}}
 )
 

@@ -1,7 +1,9 @@
 // Command mangen writes iosched's manual pages: one section 1 page per
 // command of the cobra tree (cli.NewRoot), so the pages cannot drift from
 // --help, and iosched-policy(5), the policy language, from
-// iosched-policy.5.md. packaging/build.sh runs it and ships the result.
+// iosched-policy.5.md with the match keys filled in from the policy
+// package's table (policy.MatchKeyDocs). packaging/build.sh runs it and
+// ships the result.
 //
 //	go run ./internal/mangen -out DIR
 //

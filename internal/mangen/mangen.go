@@ -1,22 +1,45 @@
 package main
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cpuguy83/go-md2man/v2/md2man"
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
+
+	"github.com/iosched/iosched/policy"
 )
 
-// policyPage is the source of iosched-policy(5), without its title line:
-// Generate adds it, with the same version and date as the command pages.
+// policySource is the source of iosched-policy(5), without its title line
+// (Generate adds it, with the same version and date as the command pages)
+// and without the list of match keys, which policyMarkdown fills in from
+// the policy package's table at matchKeysMark.
 //
 //go:embed iosched-policy.5.md
-var policyPage []byte
+var policySource []byte
+
+const matchKeysMark = "<!-- match keys: generated from the policy package's table -->\n"
+
+// policyMarkdown is the policy page's markdown, the match keys filled in.
+func policyMarkdown() ([]byte, error) {
+	var keys bytes.Buffer
+	for i, k := range policy.MatchKeyDocs() {
+		if i > 0 {
+			keys.WriteString("\n")
+		}
+		fmt.Fprintf(&keys, "**%s** = %s\n:   %s\n", k.Key, k.Syntax, k.Doc)
+	}
+	if bytes.Count(policySource, []byte(matchKeysMark)) != 1 {
+		return nil, fmt.Errorf("iosched-policy.5.md: want the line %q once", strings.TrimSpace(matchKeysMark))
+	}
+	return bytes.Replace(policySource, []byte(matchKeysMark), keys.Bytes(), 1), nil
+}
 
 // Generate writes a page for root and each of its available commands into
 // dir/man1 (iosched.1, iosched-list.1, ...) and iosched-policy(5) into
@@ -40,15 +63,19 @@ func Generate(root *cobra.Command, dir string, date time.Time) error {
 	if err := doc.GenManTree(root, header, man1); err != nil {
 		return fmt.Errorf("section 1 pages: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(man5, "iosched-policy.5"), renderPolicyPage(date, source), 0o644); err != nil {
+	md, err := policyMarkdown()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(man5, "iosched-policy.5"), renderPolicyPage(md, date, source), 0o644); err != nil {
 		return fmt.Errorf("iosched-policy(5): %w", err)
 	}
 	return nil
 }
 
-// renderPolicyPage converts the markdown source to roff, with a title block
+// renderPolicyPage converts the page's markdown to roff, with a title block
 // in the form cobra writes for the command pages.
-func renderPolicyPage(date time.Time, source string) []byte {
+func renderPolicyPage(md []byte, date time.Time, source string) []byte {
 	title := fmt.Sprintf("%% \"IOSCHED-POLICY\" \"5\" %q %q \"iosched Manual\"\n", date.Format("Jan 2006"), source)
-	return md2man.Render(append([]byte(title), policyPage...))
+	return md2man.Render(append([]byte(title), md...))
 }

@@ -132,7 +132,7 @@ func TestPolicyPage(t *testing.T) {
 
 // The examples in the page are parsed as policies, so they cannot rot.
 func TestPolicyPageExamplesParse(t *testing.T) {
-	blocks := regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllSubmatch(policyPage, -1)
+	blocks := regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllSubmatch(mustPolicyMarkdown(t), -1)
 	if len(blocks) < 3 {
 		t.Fatalf("found %d ```toml examples, want at least 3", len(blocks))
 	}
@@ -169,7 +169,7 @@ func TestPolicyPageDocumentsEveryKey(t *testing.T) {
 		"[rule.set]":   "[[rule]]\nname = \"r\"\n[rule.set]\n" + unknown,
 		"[daemon]":     "[daemon]\n" + unknown,
 	}
-	md := string(policyPage)
+	md := string(mustPolicyMarkdown(t))
 	for table, doc := range tables {
 		keys := validKeys(t, doc)
 		for _, k := range keys {
@@ -184,11 +184,48 @@ func TestPolicyPageDocumentsEveryKey(t *testing.T) {
 			t.Errorf("class %q is not listed in iosched-policy.5.md", c)
 		}
 	}
-	for _, tunable := range sysfs.Tunables {
-		if !strings.Contains(md, "**"+tunable+"** = *N*") {
-			t.Errorf("tunable %q has no entry in iosched-policy.5.md", tunable)
+	for _, spec := range sysfs.Attributes() {
+		switch {
+		case spec.Kind != sysfs.KindTunable:
+		case spec.Refused != "":
+			if !strings.Contains(md, "**"+string(spec.Attr)+"** cannot be set") {
+				t.Errorf("refused tunable %q: iosched-policy.5.md does not say it cannot be set", spec.Attr)
+			}
+		case !strings.Contains(md, "**"+string(spec.Attr)+"** = *N*"):
+			t.Errorf("tunable %q has no entry in iosched-policy.5.md", spec.Attr)
 		}
 	}
+}
+
+// The list of match keys is the policy package's, in its order, each entry
+// once.
+func TestPolicyPageMatchKeysFromTable(t *testing.T) {
+	md := string(mustPolicyMarkdown(t))
+	if strings.Contains(md, strings.TrimSpace(matchKeysMark)) {
+		t.Error("the mark is still in the page")
+	}
+	last := -1
+	for _, k := range policy.MatchKeyDocs() {
+		entry := "**" + k.Key + "** = " + k.Syntax + "\n:   " + k.Doc + "\n"
+		i := strings.Index(md, entry)
+		if i < 0 || strings.Count(md, entry) != 1 {
+			t.Errorf("match key %s: its entry is not in the page once", k.Key)
+			continue
+		}
+		if i < last {
+			t.Errorf("match key %s: out of the table's order", k.Key)
+		}
+		last = i
+	}
+}
+
+func mustPolicyMarkdown(t *testing.T) []byte {
+	t.Helper()
+	md, err := policyMarkdown()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
 }
 
 // groff reports roff it cannot read (a line of the source that starts with a

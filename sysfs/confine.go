@@ -34,16 +34,11 @@ func (s FS) readInRoot(rel string) ([]byte, error) {
 func readFD(fd int, path string) ([]byte, error) {
 	defer unix.Close(fd)
 	var buf [maxAttr]byte
-	for {
-		n, err := unix.Read(fd, buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-		}
-		return append([]byte(nil), buf[:n]...), nil
+	n, err := retryEINTR(func() (int, error) { return unix.Read(fd, buf[:]) })
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
+	return append([]byte(nil), buf[:n]...), nil
 }
 
 // writeInRoot writes value to the attribute at rel below the root in one
@@ -57,13 +52,7 @@ func (s FS) writeInRoot(rel string, value []byte) error {
 	if err != nil {
 		return err
 	}
-	var werr error
-	for {
-		_, werr = unix.Write(fd, value)
-		if werr != unix.EINTR {
-			break
-		}
-	}
+	_, werr := retryEINTR(func() (int, error) { return unix.Write(fd, value) })
 	cerr := unix.Close(fd)
 	if werr != nil {
 		return &fs.PathError{Op: "write", Path: path, Err: werr}
@@ -75,16 +64,11 @@ func (s FS) writeInRoot(rel string, value []byte) error {
 }
 
 func openAttr(path string, flags int) (int, error) {
-	for {
-		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return -1, &fs.PathError{Op: "open", Path: path, Err: err}
-		}
-		return fd, nil
+	fd, err := retryEINTR(func() (int, error) { return unix.Open(path, flags|unix.O_CLOEXEC, 0) })
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
+	return fd, nil
 }
 
 // openInRoot opens rel below the root with openat2(RESOLVE_IN_ROOT): every
@@ -113,12 +97,12 @@ var errNoOpenat2 = errors.New("openat2 unavailable")
 func openat2(dirfd int, rel string, flags int, resolve uint64) (int, error) {
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolve | unix.RESOLVE_NO_MAGICLINKS}
 	for {
-		fd, err := unix.Openat2(dirfd, rel, &how)
+		fd, err := retryEINTR(func() (int, error) { return unix.Openat2(dirfd, rel, &how) })
 		switch err {
 		case nil:
 			return fd, nil
-		case unix.EINTR, unix.EAGAIN:
-			// EAGAIN: a concurrent rename raced the lookup (openat2(2)).
+		case unix.EAGAIN:
+			// A concurrent rename raced the lookup (openat2(2)).
 			continue
 		case unix.ENOSYS, unix.EPERM:
 			return -1, errNoOpenat2
@@ -184,14 +168,15 @@ func (s FS) openDir(rel string) (fd int, confined bool, err error) {
 		return fd, err == nil, err
 	}
 	// Reads may go through it; writes go by path, confined by hand.
-	for {
-		fd, err := unix.Openat(int(s.dir.Fd()), rel, flags|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return -1, false, &fs.PathError{Op: "open", Path: rel, Err: err}
-		}
-		return fd, false, nil
+	fd, err = openatRetry(int(s.dir.Fd()), rel, flags)
+	return fd, false, err
+}
+
+// openatRetry opens rel from the directory dirfd, following links.
+func openatRetry(dirfd int, rel string, flags int) (int, error) {
+	fd, err := retryEINTR(func() (int, error) { return unix.Openat(dirfd, rel, flags|unix.O_CLOEXEC, 0) })
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
 	}
+	return fd, nil
 }

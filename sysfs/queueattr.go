@@ -18,8 +18,7 @@ import (
 var attrRe = regexp.MustCompile(`^(iosched/)?[a-z0-9_]+$`)
 
 // QueueAttrPath returns the path of queue/<attr> of a disk, after checking the
-// name and the attribute. attr is "scheduler", one of Tunables, or
-// "iosched/<param>".
+// name and the attribute, which must be Settable.
 func (s FS) QueueAttrPath(name, attr string) (string, error) {
 	rel, err := s.queueAttrRel(name, attr)
 	if err != nil {
@@ -40,7 +39,7 @@ func (s FS) queueAttrRel(name, attr string) (string, error) {
 }
 
 func checkAttr(name, attr string) error {
-	if !attrRe.MatchString(attr) || !(attr == "scheduler" || IsTunable(attr) || strings.HasPrefix(attr, "iosched/")) {
+	if !attrRe.MatchString(attr) || !Attr(attr).Settable() {
 		return fmt.Errorf("%s: attribute %q is not one iosched manages", name, attr)
 	}
 	return nil
@@ -59,7 +58,7 @@ func (s FS) ReadQueueAttr(name, attr string) (string, error) {
 // attrValue is the value an attribute's contents hold: for "scheduler" the
 // active scheduler's name, not the whole list.
 func attrValue(name, attr, op string, b []byte) (string, error) {
-	if attr == "scheduler" {
+	if Attr(attr).Kind() == KindScheduler {
 		active, _, err := ParseScheduler(b)
 		if err != nil {
 			return "", &AttrError{Device: name, Attr: attr, Op: op, Err: err}
@@ -142,27 +141,15 @@ func (s FS) WriteReadQueueAttr(name, attr, value string) (got string, written bo
 // and closes fd.
 func writeRead(fd int, path, value string) ([]byte, bool, error) {
 	defer unix.Close(fd)
-	for {
-		_, err := unix.Write(fd, []byte(value))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, false, &fs.PathError{Op: "write", Path: path, Err: err}
-		}
-		break
+	if _, err := retryEINTR(func() (int, error) { return unix.Write(fd, []byte(value)) }); err != nil {
+		return nil, false, &fs.PathError{Op: "write", Path: path, Err: err}
 	}
 	var buf [maxAttr]byte
-	for {
-		n, err := unix.Pread(fd, buf[:], 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, true, &fs.PathError{Op: "read back", Path: path, Err: err}
-		}
-		return append([]byte(nil), buf[:n]...), true, nil
+	n, err := retryEINTR(func() (int, error) { return unix.Pread(fd, buf[:], 0) })
+	if err != nil {
+		return nil, true, &fs.PathError{Op: "read back", Path: path, Err: err}
 	}
+	return append([]byte(nil), buf[:n]...), true, nil
 }
 
 // queueAttrDo runs op on queue/<attr> of a disk: through the disk's own
