@@ -222,7 +222,7 @@ func startPrivateUdevd(t *testing.T, rules string) *privateUdevd {
 	writeFile(t, filepath.Join(dir, "99-iosched-test.rules"), rules+"\n")
 	// Every rules directory udevd reads is this one (or, /run, empty).
 	mounts := "mount -t tmpfs -o mode=0755 tmpfs /run"
-	for _, d := range writers.UdevRuleDirs {
+	for _, d := range writers.UdevRuleDirs() {
 		if st, err := os.Stat(d); err == nil && st.IsDir() && !strings.HasPrefix(d, "/run/") {
 			mounts += fmt.Sprintf(" && mount --bind %q %q", dir, d)
 		}

@@ -17,14 +17,11 @@ import (
 // TunedActiveProfile names the profile(s) tuned applies, blank-separated.
 const TunedActiveProfile = "/etc/tuned/active_profile"
 
-// TunedProfileDirs are where tuned looks for <name>/tuned.conf, highest
+// tunedProfileDirs are where tuned looks for <name>/tuned.conf, highest
 // precedence first (tuned/consts.py LOAD_DIRECTORIES, searched from the
 // last by tuned/profiles/locator.py).
-var TunedProfileDirs = []string{
-	"/etc/tuned/profiles",
-	"/etc/tuned",
-	"/usr/lib/tuned/profiles",
-	"/usr/lib/tuned",
+func tunedProfileDirs() []string {
+	return []string{"/etc/tuned/profiles", "/etc/tuned", "/usr/lib/tuned/profiles", "/usr/lib/tuned"}
 }
 
 // tunedOption is one key=value of a profile, with where it was written.
@@ -127,7 +124,7 @@ func loadTunedProfiles(root string, names []string, out *[]*tunedProfile, proces
 		}
 		path := locateTuned(root, name, *processed)
 		if path == "" {
-			return fmt.Errorf("tuned profile %q: no %s/tuned.conf in %s", name, name, strings.Join(TunedProfileDirs, ", "))
+			return fmt.Errorf("tuned profile %q: no %s/tuned.conf in %s", name, name, strings.Join(tunedProfileDirs(), ", "))
 		}
 		*processed = append(*processed, path)
 		p, err := readTunedFile(root, path)
@@ -153,13 +150,16 @@ func loadTunedProfiles(root string, names []string, out *[]*tunedProfile, proces
 	return nil
 }
 
+// Patterns of tuned/profiles/loader.py (profile names, include= lists) and
+// hardware/device_matcher.py (devices= lists); never modified.
 var (
 	safeProfileName = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
 	includeSep      = regexp.MustCompile(`\s*[,;]\s*`)
+	devicesSep      = regexp.MustCompile(`\s|,\s*`)
 )
 
 func locateTuned(root, name string, processed []string) string {
-	for _, dir := range TunedProfileDirs {
+	for _, dir := range tunedProfileDirs() {
 		p := filepath.Join(dir, name, "tuned.conf")
 		done := false
 		for _, q := range processed {
@@ -289,7 +289,7 @@ func (w tunedWrite) applies(d *sysfs.Device) (verdict, []string) {
 // commas, "!" before the ones that exclude; no positive glob means all.
 func tunedDevicesMatch(spec, name string) bool {
 	var pos, neg []string
-	for _, r := range regexp.MustCompile(`\s|,\s*`).Split(strings.TrimSpace(spec), -1) {
+	for _, r := range devicesSep.Split(strings.TrimSpace(spec), -1) {
 		switch {
 		case r == "":
 		case strings.HasPrefix(r, "!"):

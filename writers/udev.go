@@ -14,12 +14,14 @@ import (
 // UdevRuleDirs are where systemd-udevd reads rules, highest precedence
 // first (systemd src/udev/udev-rules.c RULES_DIRS): a file in an earlier
 // directory hides every file of the same name in the later ones.
-var UdevRuleDirs = []string{
-	"/etc/udev/rules.d",
-	"/run/udev/rules.d",
-	"/usr/local/lib/udev/rules.d",
-	"/usr/lib/udev/rules.d",
-	"/lib/udev/rules.d",
+func UdevRuleDirs() []string {
+	return []string{
+		"/etc/udev/rules.d",
+		"/run/udev/rules.d",
+		"/usr/local/lib/udev/rules.d",
+		"/usr/lib/udev/rules.d",
+		"/lib/udev/rules.d",
+	}
 }
 
 // udevFile is one rules file, as udevd would read it.
@@ -63,7 +65,7 @@ type udevWrite struct {
 func listUdevRules(root string) (paths []string, problems []string) {
 	byName := map[string]string{}
 	masked := map[string]bool{}
-	for _, dir := range UdevRuleDirs {
+	for _, dir := range UdevRuleDirs() {
 		full := filepath.Join(root, dir)
 		entries, err := os.ReadDir(full)
 		if err != nil {
