@@ -91,5 +91,5 @@ func (e *env) checkAgainstDisks(p *policy.Policy) []string {
 	for i, d := range devs {
 		as[i] = assessment{dev: d, eval: p.Evaluate(d)}
 	}
-	return append(skipped, unmatchedRules(p, as)...)
+	return append(append(skipped, unmatchedRules(p, as)...), e.writerConflicts(as)...)
 }

@@ -21,7 +21,10 @@ func newDaemonCmd(e *env) *cobra.Command {
 		Short: "Keep every disk on its policy: at start, on hot-plug, after a reload, against drift",
 		Long: `iosched daemon applies the policy to every disk at start, then to every disk
 that appears or changes (kernel uevents; --uevent-source udev for udevd's, which
-carry the udev properties match.property tests), re-plans every disk on SIGHUP
+carry the udev properties match.property tests; in kernel mode it also hears
+udevd's processed events and checks a disk again, read-only, once udevd is done
+with it, so a udev rule that writes a queue setting cannot undo the policy;
+the rule is named from the rules under --root), re-plans every disk on SIGHUP
 (an invalid policy leaves the old one in force), and every
 [daemon] reconcile_interval (default 60s; "0" turns it off) re-reads the
 settings the policy makes and repairs drift: a few small reads a disk and no
@@ -59,6 +62,7 @@ values stay remembered for the next stop.`,
 				RuntimeDir:   runtimeDir,
 				StateDir:     stateDir,
 				Parallel:     parallel,
+				RulesRoot:    e.root,
 				Logger:       daemon.NewLogger(e.stderr, level),
 			})
 			if err != nil {

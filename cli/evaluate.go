@@ -53,6 +53,7 @@ func (e *env) assess(names []string) (p *policy.Policy, as []assessment, warning
 		ev := p.Evaluate(d)
 		as = append(as, assessment{dev: d, eval: ev, plan: plan.For(d, ev)})
 	}
+	warnings = append(warnings, e.warnWriters(as)...)
 	// Named disks: the rules for the others are not expected to match.
 	if len(names) == 0 && !slices.Equal(p.Sources, []string{policy.EmbeddedName}) {
 		warnings = append(warnings, unmatchedRules(p, as)...)

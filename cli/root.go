@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/iosched/iosched/devnode"
 	"github.com/iosched/iosched/sysfs"
@@ -20,8 +21,11 @@ type env struct {
 	sysfsRoot string
 	devDir    string
 	policy    string
-	stdout    io.Writer
-	stderr    io.Writer
+	// root is where udev rules and tuned profiles are read (--root).
+	root   string
+	flags  *pflag.FlagSet // the global flags, to tell which were given
+	stdout io.Writer
+	stderr io.Writer
 }
 
 func (e *env) fs() (sysfs.FS, error) { return sysfs.NewFS(e.sysfsRoot) }
@@ -80,6 +84,8 @@ daemon that follows hot-plug uevents.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&e.sysfsRoot, "sysfs", sysfs.DefaultRoot, "root of the sysfs tree to read and write")
 	pf.StringVar(&e.devDir, "dev", "", "directory holding the block device nodes (default "+devnode.DefaultDir+" when --sysfs is "+sysfs.DefaultRoot+"; with another --sysfs, nodes are opened only in the --dev given)")
+	pf.StringVar(&e.root, "root", "/", "root of the tree whose udev rules and tuned profile may undo the policy (read with a --sysfs other than /sys only when given)")
+	e.flags = pf
 	pf.StringVar(&e.policy, "policy", "", "policy file or directory of *.toml files (default /etc/iosched/policy.toml and /etc/iosched/policy.d/, else the embedded default)")
 
 	root.AddCommand(

@@ -47,6 +47,9 @@ type Config struct {
 	// process (the original values restore_on_exit puts back).
 	RuntimeDir string
 	StateDir   string
+	// RulesRoot is where the udev rules are read to name, in the log, the
+	// rule that overrode the policy (default "/").
+	RulesRoot string
 	// Parallel bounds how many disks are handled at once (default 192).
 	// A scheduler switch blocks its thread ~25 ms in the kernel waiting
 	// for RCU grace periods, which overlap across disks: 1000 switches
@@ -73,6 +76,8 @@ type Config struct {
 
 	// Seams for tests.
 	dial          dialer
+	followDial    dialer // udevd's events in kernel mode; nil: not followed
+	udevdGrace    time.Duration
 	evaluate      func(*policy.Policy, *sysfs.Device) policy.Evaluation
 	stateDebounce time.Duration
 }
@@ -96,6 +101,8 @@ type Daemon struct {
 	mu     sync.Mutex // guards disks and report
 	disks  map[string]*disk
 	report report
+
+	follow udevFollow // udevd's processed events, in kernel mode
 
 	changed   chan struct{} // the state file is out of date
 	scanDone  chan scanResult
@@ -145,6 +152,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.dial == nil {
 		cfg.dial = dialNetlink
+		if cfg.followDial == nil {
+			cfg.followDial = dialNetlink
+		}
 	}
 	if cfg.evaluate == nil {
 		cfg.evaluate = (*policy.Policy).Evaluate
@@ -203,6 +213,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			default:
 				d.queue.kick(ev.name, full, &ev, nil)
 			}
+		case ev := <-d.follow.events:
+			d.recheck(l, ev)
 		case <-l.reconcile:
 			l.scan(verify, "reconcile")
 		case r := <-d.scanDone:
@@ -277,6 +289,7 @@ func (d *Daemon) start(ctx context.Context) (<-chan event, <-chan os.Signal, fun
 	listenCtx, stopListening := context.WithCancel(ctx)
 	l := &listener{dial: d.cfg.dial, udev: udev, log: d.log, out: events, c: c}
 	go l.run(listenCtx)
+	d.followUdev(listenCtx, udev)
 	cleanup := func() {
 		stopListening()
 		l.wake()

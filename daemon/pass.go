@@ -70,7 +70,7 @@ func (d *Daemon) pass(name string, j job) {
 	}
 	p := plan.For(dev, ev)
 	res := apply.Result{Device: name}
-	if !p.Empty() {
+	if !p.Empty() && !d.leaveToUdevd(dev, p, j) {
 		if pol.Daemon.RestoreOnExit {
 			if err := d.orig.remember(dev, p.Changes); err != nil {
 				d.log.Error("remembering original values; restore_on_exit may not restore them", "device", name, "error", err)
@@ -86,7 +86,7 @@ func (d *Daemon) pass(name string, j job) {
 			d.forget(name)
 			return
 		}
-		d.logOutcomes(dev, rec, res)
+		d.logOutcomes(dev, rec, res, j.afterUdev)
 		settle(dev, res)
 	}
 	d.noteDisk(name, rec, dev, ev, p, res)
@@ -228,20 +228,26 @@ func trim(dev *sysfs.Device, ev policy.Evaluation) *sysfs.Device {
 }
 
 // logOutcomes logs one line per change made, and each failure once.
-func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result) {
+// afterUdev: the pass was asked for by udevd's processed event.
+func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result, afterUdev bool) {
 	for _, o := range res.Outcomes {
 		attrs := []any{"device", dev.Name, "attribute", o.Attribute, "from", o.Before, "to", o.To, "rule", o.Rule}
 		switch o.Status {
 		case apply.Written:
 			drift := rec.settled(o.Attribute, o.To)
-			if drift {
+			switch {
+			case afterUdev && d.logUdevOverride(dev, o, drift, attrs):
+				drift = true
+			case drift:
 				d.log.Warn("drift repaired", attrs...)
-			} else {
+			default:
 				d.log.Info("set", attrs...)
 			}
 			d.noteChange(Change{At: time.Now(), Device: dev.Name, Attribute: o.Attribute, From: o.Before, To: o.To, Rule: o.Rule, Drift: drift})
 		case apply.Mismatch:
-			d.log.Warn("the kernel kept another value", append(attrs, "got", o.Got)...)
+			if !d.logUdevRace(dev, o, attrs) {
+				d.log.Warn("the kernel kept another value", append(attrs, "got", o.Got)...)
+			}
 		case apply.Failed:
 			d.log.Error("write failed", append(attrs, "error", o.Err)...)
 		}

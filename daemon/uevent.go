@@ -46,6 +46,8 @@ type event struct {
 	ident sysfs.Ident
 	// lost: events may have been dropped, so every disk must be rescanned.
 	lost bool
+	// udevDone: udevd's event, once it ran its rules (udevfollow.go).
+	udevDone bool
 }
 
 // parseEvent decodes one raw message and keeps it when it is an add, change

@@ -40,7 +40,10 @@ type job struct {
 	// replaced: a removal came before the event asking for this pass, so
 	// the disk is another one under the same name.
 	replaced bool
-	waiters  []*barrier
+	// afterUdev: asked for by udevd's processed event; kernelEvent: by
+	// the kernel's uevent (udevfollow.go).
+	afterUdev, kernelEvent bool
+	waiters                []*barrier
 }
 
 func (j *job) merge(kind passKind, ev *event, wg *barrier) {
@@ -62,6 +65,8 @@ func (j *job) merge(kind passKind, ev *event, wg *barrier) {
 	default:
 		j.ident = ev.ident
 	}
+	j.afterUdev = j.afterUdev || ev != nil && ev.udevDone
+	j.kernelEvent = j.kernelEvent || ev != nil && !ev.udevDone
 	if wg != nil {
 		wg.Add(1)
 		j.waiters = append(j.waiters, wg)

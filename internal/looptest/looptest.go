@@ -26,6 +26,7 @@ import (
 //	apply 7200-7209, cli (apply)   7210-7219
 //	README walkthrough (loopctl)   7000-7099
 //	daemon tests                   20000-23999
+//	daemon against a real udevd    5900-5999
 //	apply benchmark                30000-30999
 //	contrib/bench                  40000-41999
 //	contrib/kubernetes (pod test)  42000-42009

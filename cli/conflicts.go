@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/iosched/iosched/plan"
+	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/writers"
+)
+
+// loadWriters reads the udev rules and tuned profile under --root. A
+// --sysfs tree other than /sys is another machine's (a copy, a fixture):
+// this machine's rules say nothing about it, so they are read only when
+// --root is given too. nil: nothing to read.
+func (e *env) loadWriters() (*writers.Set, []string) {
+	if filepath.Clean(e.sysfsRoot) != sysfs.DefaultRoot && (e.flags == nil || !e.flags.Changed("root")) {
+		return nil, nil
+	}
+	set, err := writers.Load(e.root)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("could not read the udev rules and tuned profile under %s: %v", e.root, err)}
+	}
+	var problems []string
+	for _, p := range set.Problems {
+		problems = append(problems, "reading other writers of queue settings: "+p)
+	}
+	return set, problems
+}
+
+// warnWriters adds to each disk's plan a warning for each udev rule or
+// tuned profile setting that could apply to the disk and would leave a
+// setting the policy makes at another value, and returns what could not
+// be read.
+func (e *env) warnWriters(as []assessment) []string {
+	set, problems := e.loadWriters()
+	if set.Empty() {
+		return problems
+	}
+	for i := range as {
+		as[i].plan.Warnings = append(as[i].plan.Warnings, writerWarnings(set, as[i])...)
+	}
+	return problems
+}
+
+// writerConflicts is warnWriters for check: one line per disk and writer.
+func (e *env) writerConflicts(as []assessment) []string {
+	set, problems := e.loadWriters()
+	if set.Empty() {
+		return problems
+	}
+	for _, a := range as {
+		if a.plan.Name == "" {
+			a.plan = plan.For(a.dev, a.eval)
+		}
+		for _, w := range writerWarnings(set, a) {
+			problems = append(problems, a.dev.Name+": "+w)
+		}
+	}
+	return problems
+}
+
+// writerWarnings words the writes of set that could undo a's policy.
+func writerWarnings(set *writers.Set, a assessment) []string {
+	if len(a.eval.Settings) == 0 {
+		return nil
+	}
+	var out []string
+	for _, w := range set.For(a.dev) {
+		for _, s := range a.eval.Settings {
+			if s.Attribute != w.Attribute {
+				continue
+			}
+			want, ok := policyValue(a, s.Attribute)
+			if !ok || !w.Overrides(want) {
+				continue
+			}
+			who := "tuned"
+			if w.Kind == writers.UdevRule {
+				who = "udevd runs it after iosched and"
+			}
+			out = append(out, fmt.Sprintf("%s; %s undoes the policy's %s = %s (rule %q)", w.Describe(), who, s.Attribute, want, s.Rule))
+		}
+	}
+	return out
+}
+
+// policyValue is the value the policy leaves attr at on the disk: the
+// planned one, or the current one when it is in place; false when the
+// setting cannot be made (skipped).
+func policyValue(a assessment, attr string) (string, bool) {
+	for _, s := range a.plan.Skipped {
+		if s.Attribute == attr {
+			return "", false
+		}
+	}
+	for _, c := range a.plan.Changes {
+		if c.Attribute == attr {
+			return c.To, true
+		}
+	}
+	d := a.dev
+	switch param, ok := strings.CutPrefix(attr, "iosched/"); {
+	case attr == "scheduler":
+		if d.Scheduler != nil {
+			return *d.Scheduler, true
+		}
+	case ok:
+		v, ok := d.IOSched[param]
+		return v, ok
+	default:
+		v, ok := d.Tunables[attr]
+		return v, ok
+	}
+	return "", false
+}

@@ -1,0 +1,380 @@
+package daemon
+
+// Following udevd in kernel mode. The daemon acts on the kernel's uevent
+// within milliseconds; udevd acts on the same uevent later, and a udev rule
+// that writes a queue attribute (ATTR{queue/scheduler}="bfq") then undoes
+// the policy: with such a rule and 20 hot-plugged loops, 14 to 20 ended on
+// the rule's value, until the next reconcile. udevd re-broadcasts each
+// event once it has run every rule (and RUN program) for it, on the udev
+// netlink group: the daemon listens there too and checks the disk again,
+// read-only, writing only what moved. No udevd, no message: an idle daemon
+// still costs nothing.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/pilebones/go-udev/netlink"
+
+	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/plan"
+	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/writers"
+)
+
+// udevFollow is the daemon's view of udevd in kernel mode: the events udevd
+// is done with, and the udev rules, read when a log line needs them.
+type udevFollow struct {
+	// events are udevd's processed add and change events of whole disks
+	// (udevDone set), or the news that some were lost. nil when not
+	// following (udev mode: the main socket is udevd's already).
+	events chan event
+
+	root string // where the rules are read
+	// heard is when udevd's last event came (UnixNano): udevd runs.
+	heard atomic.Int64
+	// control: udevd's control socket was there when last looked for,
+	// at checked (UnixNano).
+	control atomic.Bool
+	checked atomic.Int64
+
+	mu     sync.Mutex
+	rules  *writers.Set
+	loaded time.Time
+}
+
+// rulesMaxAge bounds how long rules read for a log line are trusted: an
+// admin who edits a rule and reloads udevd sees the new file named.
+const rulesMaxAge = time.Minute
+
+// followUdev starts listening to udevd's processed events, in kernel mode
+// only. A socket that cannot be opened leaves the daemon as it was (the
+// policy may then be undone by a udev rule until the next reconcile), and
+// says so.
+func (d *Daemon) followUdev(ctx context.Context, udevMode bool) {
+	d.follow.root = d.cfg.RulesRoot
+	if udevMode || d.cfg.followDial == nil {
+		return
+	}
+	c, err := d.cfg.followDial(true)
+	if err != nil {
+		d.log.Warn("cannot follow udevd's events: a udev rule that writes a queue setting may undo the policy until the next reconcile", "error", err)
+		return
+	}
+	d.follow.events = make(chan event, 256)
+	r := &udevReader{dial: d.cfg.followDial, log: d.log, out: d.follow.events, heard: &d.follow.heard, c: c}
+	go r.run(ctx)
+	go func() {
+		<-ctx.Done()
+		r.wake()
+	}()
+}
+
+// recheck asks for a read-only check of a disk udevd is done with: a verify
+// pass reads the few attributes the policy sets and writes only those
+// that moved. Lost udevd events: every disk is checked.
+func (d *Daemon) recheck(l *loop, ev event) {
+	if ev.lost {
+		l.scan(verify, "udevd events lost")
+		return
+	}
+	d.queue.kick(ev.name, verify, &ev, nil)
+}
+
+// udevReader reads udevd's events until its context is done.
+type udevReader struct {
+	dial  dialer
+	log   *slog.Logger
+	out   chan<- event
+	heard *atomic.Int64
+
+	mu sync.Mutex // guards c against wake
+	c  conn
+}
+
+func (r *udevReader) run(ctx context.Context) {
+	defer func() {
+		r.mu.Lock()
+		r.c.Close()
+		r.mu.Unlock()
+	}()
+	backoff := minBackoff
+	for {
+		r.mu.Lock()
+		c := r.c
+		r.mu.Unlock()
+		msg, err := c.ReadMsg()
+		if ctx.Err() != nil {
+			return
+		}
+		var ev event
+		switch {
+		case err == nil:
+			backoff = minBackoff
+			var ok bool
+			r.heard.Store(time.Now().UnixNano())
+			if ev, ok = parseUdevdEvent(msg); !ok {
+				continue
+			}
+		case errors.Is(err, syscall.ENOBUFS):
+			r.log.Warn("udevd's events were lost (socket receive buffer overflowed); checking every disk")
+			ev = event{lost: true}
+		case errors.Is(err, netlink.ErrUntrustedSender), errors.Is(err, netlink.ErrTruncatedMessage):
+			r.log.Debug("dropped a udevd event", "error", err)
+			continue
+		default:
+			r.log.Error("udevd event socket failed; reconnecting", "error", err)
+			c.Close()
+			if !r.reconnect(ctx, &backoff) {
+				return
+			}
+			ev = event{lost: true}
+		}
+		select {
+		case r.out <- ev:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (r *udevReader) reconnect(ctx context.Context, backoff *time.Duration) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(*backoff):
+		}
+		*backoff = min(2**backoff, maxBackoff)
+		c, err := r.dial(true)
+		if err == nil {
+			r.mu.Lock()
+			r.c = c
+			r.mu.Unlock()
+			return true
+		}
+		r.log.Error("udevd event socket: reconnecting failed", "error", err, "retry_in", *backoff)
+	}
+}
+
+func (r *udevReader) wake() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.c.(interface{ wake() }); ok {
+		w.wake()
+	}
+}
+
+// libudev's monitor header (systemd src/libsystemd/sd-device/device-monitor.c
+// monitor_netlink_header): "libudev\0", a magic number in network byte
+// order, then the header size and the properties' offset in host order.
+const (
+	udevdMagic        = 0xfeedcafe
+	udevdHeaderLength = 40
+)
+
+// parseUdevdEvent keeps an add or change of a whole disk from udevd's
+// message. It reads only the properties it needs, in place: go-udev's
+// ParseUEvent would build a map of all of them, kilobytes a disk in a
+// burst. Properties are NUL-terminated KEY=value strings.
+func parseUdevdEvent(raw []byte) (event, bool) {
+	if !bytes.Contains(raw, []byte("SUBSYSTEM=block\x00")) || len(raw) < udevdHeaderLength ||
+		!bytes.HasPrefix(raw, []byte("libudev\x00")) || binary.BigEndian.Uint32(raw[8:]) != udevdMagic {
+		return event{}, false
+	}
+	header := binary.NativeEndian.Uint32(raw[12:])
+	off := binary.NativeEndian.Uint32(raw[16:])
+	if header < udevdHeaderLength || header > uint32(len(raw)) || off < header || off >= uint32(len(raw)) {
+		return event{}, false
+	}
+	var v ueventVars
+	rest := raw[off:]
+	for len(rest) > 0 {
+		field, after, ok := bytes.Cut(rest, []byte{0})
+		if !ok {
+			return event{}, false
+		}
+		rest = after
+		key, value, ok := bytes.Cut(field, []byte("="))
+		if !ok {
+			return event{}, false
+		}
+		var dst *string
+		switch string(key) {
+		case "ACTION":
+			dst = &v.action
+		case "SUBSYSTEM":
+			dst = &v.subsystem
+		case "DEVTYPE":
+			dst = &v.devtype
+		case "DEVPATH":
+			dst = &v.devpath
+		case "MAJOR":
+			dst = &v.major
+		case "MINOR":
+			dst = &v.minor
+		case "DISKSEQ":
+			dst = &v.diskseq
+		default:
+			continue
+		}
+		*dst = string(value)
+	}
+	if v.subsystem != "block" || v.devtype != "disk" || (v.action != "add" && v.action != "change") {
+		return event{}, false
+	}
+	name := path.Base(v.devpath)
+	if sysfs.ValidateName(name) != nil || name == "/" {
+		return event{}, false
+	}
+	ev := event{action: v.action, name: name, udevDone: true}
+	if v.major != "" && v.minor != "" {
+		mm, err := sysfs.ParseMajorMinor(v.major + ":" + v.minor)
+		if _, serr := strconv.ParseUint(v.diskseq, 10, 64); err == nil && (v.diskseq == "" || serr == nil) {
+			ev.ident = sysfs.Ident{MajorMinor: mm, DiskSeq: v.diskseq}
+		}
+	}
+	return ev, true
+}
+
+// udevdGrace is how long a disk left to udevd waits for udevd's event
+// before the daemon acts anyway (udevd may be stuck, or the rule may not
+// apply after all): udevd handled 1000 new disks at once in 1.2-1.4 s on a
+// 2 vCPU guest (contrib/bench/README.md).
+const udevdGrace = 2 * time.Second
+
+// leaveToUdevd tells whether a pass asked for by a kernel uevent should
+// leave the disk alone until udevd is done with the same event: when
+// udevd runs and one of its rules could write a setting this plan makes.
+// Writing first would be undone by the rule, cost a queue freeze more
+// each way, and race udevd's own write: two scheduler switches at once on
+// one queue oopsed kernel 6.18.44 in blk_mq_free_rqs (sysfs: "cannot
+// create duplicate filename .../queue/iosched") and left the disk
+// impossible to remove. udevd's processed event brings the pass that
+// writes; if none comes within udevdGrace, a pass is asked for anyway.
+func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
+	if !j.kernelEvent || j.afterUdev || d.follow.events == nil || !d.udevdRuns() {
+		return false
+	}
+	rules := d.udevRules()
+	if rules.Empty() {
+		return false
+	}
+	var found []string
+	for _, w := range rules.For(dev) {
+		if w.Kind != writers.UdevRule {
+			continue
+		}
+		for _, c := range p.Changes {
+			if c.Attribute == w.Attribute {
+				found = append(found, w.Where())
+				break
+			}
+		}
+	}
+	if len(found) == 0 {
+		return false
+	}
+	name := dev.Name
+	grace := d.cfg.udevdGrace
+	if grace <= 0 {
+		grace = udevdGrace
+	}
+	time.AfterFunc(grace, func() { d.queue.kick(name, verify, nil, nil) })
+	d.log.Debug("left to udevd first: its rules write what the policy sets", "device", name, "udev_rule", strings.Join(found, ", "))
+	return true
+}
+
+// udevdRuns tells whether udevd runs: its event came in the last ten
+// minutes, or its control socket exists. The socket is looked for at most
+// once a second, so a burst of new disks costs no system call more.
+func (d *Daemon) udevdRuns() bool {
+	f := &d.follow
+	now := time.Now()
+	if t := f.heard.Load(); t != 0 && now.Sub(time.Unix(0, t)) < 10*time.Minute {
+		return true
+	}
+	if t := f.checked.Load(); t != 0 && now.Sub(time.Unix(0, t)) < time.Second {
+		return f.control.Load()
+	}
+	_, err := os.Stat(filepath.Join(f.root, "/run/udev/control"))
+	f.control.Store(err == nil)
+	f.checked.Store(now.UnixNano())
+	return err == nil
+}
+
+// udevRules returns the udev rules, read when they were not in the last
+// minute.
+func (d *Daemon) udevRules() *writers.Set {
+	f := &d.follow
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rules == nil || time.Since(f.loaded) > rulesMaxAge {
+		set, err := writers.Load(f.root)
+		if err != nil {
+			d.log.Debug("reading udev rules", "error", err)
+		}
+		f.rules, f.loaded = set, time.Now()
+	}
+	return f.rules
+}
+
+// udevRulesWriting names the udev rules that could have written value to
+// attr on dev ("FILE:LINE", ...), reading the rules when they were not read
+// in the last minute; "" when none is found.
+func (d *Daemon) udevRulesWriting(dev *sysfs.Device, attr, value string) string {
+	var found []string
+	for _, w := range d.udevRules().For(dev) {
+		if w.Kind == writers.UdevRule && w.Attribute == attr && w.Value == value {
+			found = append(found, w.Where())
+		}
+	}
+	return strings.Join(found, ", ")
+}
+
+// logUdevOverride logs a write made by a pass after udevd was done with the
+// disk, when udevd's handling is what moved the value: a udev rule that
+// writes the value found, or a value the last pass had left as the policy
+// wants. It reports whether it logged; otherwise the write is an ordinary
+// one.
+func (d *Daemon) logUdevOverride(dev *sysfs.Device, o apply.Outcome, drift bool, attrs []any) bool {
+	rules := d.udevRulesWriting(dev, o.Attribute, o.Before)
+	switch {
+	case rules != "":
+		d.log.Warn("a udev rule overrode the policy; put back", append(attrs, "udev_rule", rules)...)
+	case drift:
+		d.log.Warn("changed while udevd handled the disk's event (no udev rule read writes this value); put back", attrs...)
+	default:
+		return false
+	}
+	return true
+}
+
+// logUdevRace logs a write whose read-back found another value, when
+// following udevd and a udev rule writes that value: udevd wrote between
+// the write and its read-back, and the check after udevd's event puts it
+// right. It reports whether it logged.
+func (d *Daemon) logUdevRace(dev *sysfs.Device, o apply.Outcome, attrs []any) bool {
+	if d.follow.events == nil {
+		return false
+	}
+	rules := d.udevRulesWriting(dev, o.Attribute, o.Got)
+	if rules == "" {
+		return false
+	}
+	d.log.Info("a udev rule wrote another value right after this one; it is put back once udevd is done with the disk",
+		append(attrs, "got", o.Got, "udev_rule", rules)...)
+	return true
+}

@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// udevdMsg is a processed event as udevd broadcasts it: libudev's header,
+// then NUL-terminated properties.
+func udevdMsg(action, name, devtype string, extra ...string) []byte {
+	props := []byte("ACTION=" + action + "\x00DEVPATH=/devices/virtual/block/" + name + "\x00SUBSYSTEM=block\x00DEVNAME=/dev/" + name +
+		"\x00DEVTYPE=" + devtype + "\x00MAJOR=7\x00MINOR=0\x00SEQNUM=9\x00ID_FOO=bar\x00")
+	for _, e := range extra {
+		props = append(props, e+"\x00"...)
+	}
+	h := make([]byte, udevdHeaderLength)
+	copy(h, "libudev\x00")
+	binary.BigEndian.PutUint32(h[8:], udevdMagic)
+	binary.NativeEndian.PutUint32(h[12:], udevdHeaderLength)
+	binary.NativeEndian.PutUint32(h[16:], udevdHeaderLength)
+	binary.NativeEndian.PutUint32(h[20:], uint32(len(props)))
+	return append(h, props...)
+}
+
+func TestParseUdevdEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		want string // the disk, "" when dropped
+	}{
+		{"change of a disk", udevdMsg("change", "loop20000", "disk"), "loop20000"},
+		{"add of a disk", udevdMsg("add", "loop20000", "disk"), "loop20000"},
+		{"remove", udevdMsg("remove", "loop20000", "disk"), ""},
+		{"partition", udevdMsg("add", "loop20000p1", "partition"), ""},
+		{"kernel format", uevent("add", "loop20000", "disk"), ""},
+		{"bad magic", func() []byte { b := udevdMsg("add", "loop20000", "disk"); b[8] = 0; return b }(), ""},
+		{"offset past the end", func() []byte {
+			b := udevdMsg("add", "loop20000", "disk")
+			binary.NativeEndian.PutUint32(b[16:], uint32(len(b)+1))
+			return b
+		}(), ""},
+		{"unterminated property", udevdMsg("add", "loop20000", "disk")[:len(udevdMsg("add", "loop20000", "disk"))-1], ""},
+	} {
+		ev, ok := parseUdevdEvent(tc.raw)
+		if got := map[bool]string{true: ev.name}[ok]; got != tc.want {
+			t.Errorf("%s: kept %q, want %q", tc.name, got, tc.want)
+		}
+		if ok && (!ev.udevDone || ev.props != nil || ev.ident.MajorMinor != "7:0") {
+			t.Errorf("%s: event %+v", tc.name, ev)
+		}
+	}
+}
+
+// followedDaemon runs a daemon on a fake tree whose udevd socket the test
+// feeds, with a udev rule that sets bfq on its loops under rulesRoot.
+func followedDaemon(t *testing.T, mods ...func(*Config)) (r *running, kernel, udevd *fakeConn) {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc/udev/rules.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "etc/udev/rules.d/99-bfq.rules"),
+		"# the rule under test\nACTION==\"add|change\", SUBSYSTEM==\"block\", KERNEL==\"loop2[0-3][0-9][0-9][0-9]\", ATTR{queue/scheduler}=\"bfq\"\n")
+	udevd = newFakeConn()
+	ud := &fakeDialer{conns: []*fakeConn{udevd}}
+	r, kernel = fakeDaemonWith(t, testPolicy(""), func(c *Config) {
+		c.followDial = ud.dial
+		c.RulesRoot = root
+		for _, m := range mods {
+			m(c)
+		}
+	}, "loop20000")
+	return r, kernel, udevd
+}
+
+// udevd is done with a disk after the daemon set it: the daemon checks it
+// again and puts back what a udev rule changed, naming the rule.
+func TestDaemonFollowsUdevd(t *testing.T) {
+	r, _, udevd := followedDaemon(t)
+	sched := filepath.Join(r.d.fs.Root(), "block/loop20000/queue/scheduler")
+	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+
+	// The rule ran: bfq. udevd says it is done.
+	writeFile(t, sched, "none mq-deadline kyber [bfq]\n")
+	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
+	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	waitFor(t, 5*time.Second, "the override to be logged", func() bool {
+		return len(r.log.lines(`msg="a udev rule overrode the policy; put back"`, "device=loop20000", "attribute=scheduler",
+			"from=bfq", "to=mq-deadline", "udev_rule=/etc/udev/rules.d/99-bfq.rules:2")) == 1
+	})
+	if n := len(r.log.lines("drift repaired")); n != 0 {
+		t.Errorf("the override also logged as drift (%d lines)", n)
+	}
+
+	// Only what moved is written: udevd's event for a disk in policy
+	// reads and writes nothing.
+	w := r.d.writes.Load()
+	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
+	time.Sleep(200 * time.Millisecond)
+	if w2 := r.d.writes.Load(); w2 != w {
+		t.Errorf("%d writes after udevd's event on a disk in policy", w2-w)
+	}
+
+	// Changed to a value no rule read writes: said so, and put back.
+	writeFile(t, sched, "none mq-deadline [kyber] bfq\n")
+	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
+	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	waitFor(t, 5*time.Second, "the change to be logged", func() bool {
+		return len(r.log.lines("changed while udevd handled the disk's event", "from=kyber")) == 1
+	})
+
+	// Lost udevd events: every disk is checked.
+	writeFile(t, sched, "none mq-deadline kyber [bfq]\n")
+	udevd.msgs <- fakeMsg{err: syscall.ENOBUFS}
+	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	waitFor(t, 5*time.Second, "the scan to be logged", func() bool {
+		return len(r.log.lines("scan done", `reason="udevd events lost"`)) == 1
+	})
+	if lines := r.log.lines("level=ERROR"); len(lines) > 0 {
+		t.Errorf("errors logged: %q", lines)
+	}
+}
+
+// In udev mode the daemon's own socket is udevd's: nothing more is opened.
+func TestDaemonUdevModeDoesNotFollowTwice(t *testing.T) {
+	ud := &fakeDialer{}
+	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nuevent_source = \"udev\"\n"), func(c *Config) { c.followDial = ud.dial }, "loop20000")
+	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	if n := ud.count(); n != 0 {
+		t.Errorf("udev mode opened %d more sockets", n)
+	}
+}
+
+// While udevd runs, a new disk that one of its rules writes is left to
+// udevd first: the daemon writes once udevd is done (no two scheduler
+// switches at once on one queue), or after a grace if udevd says nothing.
+// Scans are not held back.
+func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
+	r, kernel, udevd := followedDaemon(t, func(c *Config) { c.udevdGrace = 300 * time.Millisecond })
+	root := r.d.fs.Root()
+	// udevd is heard: it runs.
+	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
+	waitFor(t, 5*time.Second, "udevd to be heard", func() bool { return r.d.follow.heard.Load() != 0 })
+
+	addFakeDisk(t, root, "loop20001", 1)
+	kernel.msgs <- fakeMsg{b: uevent("add", "loop20001", "disk")}
+	waitFor(t, 5*time.Second, "the disk to be left to udevd", func() bool {
+		return len(r.log.lines("left to udevd first", "device=loop20001", "udev_rule=/etc/udev/rules.d/99-bfq.rules:2")) == 1
+	})
+	if got := r.attr(t, "loop20001", "scheduler"); got != "none" {
+		t.Fatalf("loop20001 written before udevd was done: scheduler %s", got)
+	}
+	writeFile(t, filepath.Join(root, "block/loop20001/queue/scheduler"), "none mq-deadline kyber [bfq]\n")
+	udevd.msgs <- fakeMsg{b: udevdMsg("add", "loop20001", "disk")}
+	r.waitAttr(t, "loop20001", "scheduler", "mq-deadline")
+	if n := len(r.log.lines("a udev rule overrode the policy", "device=loop20001", "from=bfq")); n != 1 {
+		t.Errorf("%d override lines for loop20001", n)
+	}
+
+	// udevd says nothing: written after the grace.
+	addFakeDisk(t, root, "loop20002", 2)
+	start := time.Now()
+	kernel.msgs <- fakeMsg{b: uevent("add", "loop20002", "disk")}
+	r.waitAttr(t, "loop20002", "scheduler", "mq-deadline")
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Errorf("loop20002 written %s after its uevent, before the grace", took)
+	}
+
+	// A reconcile is not held back.
+	writeFile(t, filepath.Join(root, "block/loop20000/queue/scheduler"), "none mq-deadline kyber [bfq]\n")
+	start = time.Now()
+	r.signals <- syscall.SIGUSR1
+	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	if took := time.Since(start); took > 250*time.Millisecond {
+		t.Errorf("the reconcile waited %s", took)
+	}
+
+}
