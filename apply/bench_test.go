@@ -2,6 +2,10 @@ package apply
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -18,8 +22,15 @@ import (
 //	sequential:   a plain loop of writes, one disk after another, as a udev
 //	              RUN+= script or tuned does it.
 //
-// plus noop: Applier.All when every disk is already in place (reads only).
-// Each op is 1000 switches. Run as root:
+// plus noop: Applier.All when every disk is already in place (reads only);
+// and the command as an admin runs it, a new process each op, its 1000 disks
+// named on the command line, with a policy that matches only them:
+//
+//	process-switch: `iosched apply` switching all 1000;
+//	process-noop:   `iosched apply` when every disk is already in place
+//	                (reads only: what the CLI costs beyond the writes).
+//
+// Each op is 1000 switches (or 1000 disks checked). Run as root:
 //
 //	go test -run '^$' -bench SchedulerSwitch1000 -benchtime 3x ./apply
 func BenchmarkIntegrationSchedulerSwitch1000(b *testing.B) {
@@ -62,6 +73,14 @@ func BenchmarkIntegrationSchedulerSwitch1000(b *testing.B) {
 		}
 	}
 
+	bin, policies := buildIosched(b)
+	runApply := func(b *testing.B, to string) {
+		cmd := exec.Command(bin, append([]string{"--policy", policies[to], "apply"}, names...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("iosched apply: %v\n%s", err, out)
+		}
+	}
+
 	b.Run("applier", func(b *testing.B) {
 		b.StopTimer()
 		a := &Applier{FS: fs}
@@ -91,6 +110,25 @@ func BenchmarkIntegrationSchedulerSwitch1000(b *testing.B) {
 				}
 			}
 		}
+	})
+	b.Run("process-switch", func(b *testing.B) {
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			to := next()
+			b.StartTimer()
+			runApply(b, to)
+			b.StopTimer()
+			check(b, to)
+		}
+	})
+	b.Run("process-noop", func(b *testing.B) {
+		current, _ := fs.ReadQueueAttr(names[0], "scheduler")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			runApply(b, current)
+		}
+		b.StopTimer()
+		check(b, current)
 	})
 	b.Run("raw-parallel", func(b *testing.B) {
 		b.StopTimer()
@@ -131,4 +169,27 @@ func BenchmarkIntegrationSchedulerSwitch1000(b *testing.B) {
 			check(b, to)
 		}
 	})
+}
+
+// buildIosched builds the iosched command into a temporary directory, as a
+// package ships it (static, stripped), and writes two policies matching
+// only loops 30000-30999, one per scheduler the benchmark switches to.
+func buildIosched(b *testing.B) (bin string, policies map[string]string) {
+	dir := b.TempDir()
+	bin = filepath.Join(dir, "iosched")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../cmd/iosched")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build ../cmd/iosched: %v\n%s", err, out)
+	}
+	policies = map[string]string{}
+	for _, sched := range []string{"none", "mq-deadline"} {
+		p := filepath.Join(dir, sched+".toml")
+		text := fmt.Sprintf("[[rule]]\nname = \"bench loops\"\n[rule.match]\nname = \"loop30[0-9][0-9][0-9]\"\n[rule.set]\nscheduler = %q\n", sched)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		policies[sched] = p
+	}
+	return bin, policies
 }

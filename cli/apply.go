@@ -1,16 +1,15 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/apply"
-	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -30,31 +29,54 @@ and the others are still done.
 
 Exit status: 0 when everything is in place, 1 if anything failed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, as, _, err := e.assess(args)
-			if err != nil {
-				return err
-			}
-			fs, err := e.fs()
-			if err != nil {
-				return err
-			}
-			plans := make([]plan.Device, len(as))
-			failed := false
-			for i, a := range as {
-				plans[i] = a.plan
-				failed = failed || len(a.plan.Errors) > 0
-			}
-			a := &apply.Applier{FS: fs, DryRun: dryRun}
+			ctx := cmd.Context()
+			var mu sync.Mutex
+			applied := map[string]apply.Result{}
 			start := time.Now()
-			results := a.All(context.Background(), plans)
+			// Each disk is read, planned and written in its own goroutine,
+			// through its directory held open: reads of one disk overlap
+			// the writes of others, which mostly wait (a scheduler switch
+			// waits for RCU grace periods).
+			_, rs, _, err := e.assess(args, neededBy, applyParallel, func(r *diskResult, disk *sysfs.Disk) {
+				res := apply.Result{Device: r.name, Outcomes: []apply.Outcome{}}
+				if !r.plan.Empty() {
+					a := &apply.Applier{FS: disk, DryRun: dryRun}
+					res = a.Device(ctx, r.plan)
+				}
+				mu.Lock()
+				applied[r.name] = res
+				mu.Unlock()
+			})
+			if err != nil {
+				return err
+			}
 			took := time.Since(start)
-			for i := range results {
-				failed = failed || results[i].Failed()
+			named := len(args) > 0
+			var done []diskResult
+			var results []apply.Result
+			var gone []diskResult
+			var skipped []string
+			failed := false
+			for _, r := range rs {
+				switch {
+				case r.err == nil:
+					done = append(done, r)
+					results = append(results, applied[r.name])
+					res := applied[r.name]
+					failed = failed || len(r.plan.Errors) > 0 || res.Failed()
+				case named:
+					// A disk asked for by name that is not there is a
+					// failure, but not the others'.
+					gone = append(gone, r)
+					failed = true
+				default:
+					skipped = append(skipped, "skipped: "+r.err.Error())
+				}
 			}
 			if asJSON {
-				err = writeJSON(e.stdout, applyJSON(results))
+				err = writeJSON(e.stdout, applyJSON(results, gone))
 			} else {
-				renderApply(e.stdout, plans, results, took, dryRun)
+				renderApply(e.stdout, done, results, gone, skipped, took, dryRun)
 			}
 			if err != nil {
 				return err
@@ -78,12 +100,18 @@ type outcomeJSON struct {
 type resultJSON struct {
 	Name     string        `json:"name"`
 	Gone     bool          `json:"gone,omitempty"`
+	Error    string        `json:"error,omitempty"`
 	Writes   int           `json:"writes"`
 	Outcomes []outcomeJSON `json:"outcomes"`
 }
 
-func applyJSON(results []apply.Result) any {
-	out := make([]resultJSON, 0, len(results))
+// applyParallel bounds how many disks apply reads and writes at once (as
+// apply.Applier does by default): each blocked write holds an OS thread
+// while the kernel waits for its grace period.
+const applyParallel = 512
+
+func applyJSON(results []apply.Result, gone []diskResult) any {
+	out := make([]resultJSON, 0, len(results)+len(gone))
 	for _, r := range results {
 		rj := resultJSON{Name: r.Device, Gone: r.Gone, Writes: r.Writes, Outcomes: []outcomeJSON{}}
 		for _, o := range r.Outcomes {
@@ -95,43 +123,59 @@ func applyJSON(results []apply.Result) any {
 		}
 		out = append(out, rj)
 	}
+	for _, g := range gone {
+		out = append(out, resultJSON{Name: g.name, Gone: true, Error: g.err.Error(), Outcomes: []outcomeJSON{}})
+	}
 	return struct {
 		Devices []resultJSON `json:"devices"`
 	}{out}
 }
 
-func renderApply(w io.Writer, plans []plan.Device, results []apply.Result, took time.Duration, dryRun bool) {
+func renderApply(w io.Writer, done []diskResult, results []apply.Result, gone []diskResult, warnings []string, took time.Duration, dryRun bool) {
 	count := map[apply.Status]int{}
 	for i, r := range results {
+		name := printable(r.Device)
 		for _, o := range r.Outcomes {
 			count[o.Status]++
+			attr, before, from, to, rule := o.Attribute, printable(o.Before), printable(orFrom(o)), printable(o.To), o.Rule
 			switch o.Status {
 			case apply.Written:
-				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q)\n", r.Device, o.Attribute, o.Before, o.To, o.Rule)
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q)\n", name, attr, before, to, rule)
 			case apply.Planned:
-				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): not written (dry run)\n", r.Device, o.Attribute, orFrom(o), o.To, o.Rule)
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): not written (dry run)\n", name, attr, from, to, rule)
 			case apply.Mismatch, apply.Failed:
-				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): %s: %s\n", r.Device, o.Attribute, orFrom(o), o.To, o.Rule, o.Status, outcomeError(o.Err))
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): %s: %s\n", name, attr, from, to, rule, o.Status, printable(outcomeError(o.Err)))
 			}
 		}
 		if r.Gone {
-			fmt.Fprintf(w, "%s: the disk went away during apply\n", r.Device)
+			fmt.Fprintf(w, "%s: the disk went away during apply\n", name)
 		}
-		for _, s := range plans[i].Skipped {
-			fmt.Fprintf(w, "%s: skip %s: %s; rule %q\n", r.Device, s.Attribute, s.Reason, s.Rule)
+		p := done[i].plan
+		for _, s := range p.Skipped {
+			fmt.Fprintf(w, "%s: skip %s: %s; rule %q\n", name, s.Attribute, printable(s.Reason), s.Rule)
 		}
-		for _, msg := range plans[i].Errors {
+		for _, msg := range p.Errors {
 			count[apply.Failed]++
-			fmt.Fprintf(w, "%s: error: %s\n", r.Device, msg)
+			fmt.Fprintf(w, "%s: error: %s\n", name, printable(msg))
 		}
+	}
+	for _, g := range gone {
+		fmt.Fprintf(w, "%s: gone: %s\n", printable(g.name), printable(g.err.Error()))
+	}
+	for _, msg := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", printable(msg))
 	}
 	verb := "apply"
 	if dryRun {
 		verb = "apply --dry-run"
 	}
-	fmt.Fprintf(w, "%s: %d written, %d failed, %d not kept by the kernel, %d planned, %d found in place when read again, on %d disk(s) in %s\n",
+	goneNote := ""
+	if len(gone) > 0 {
+		goneNote = fmt.Sprintf(", %d named disk(s) gone", len(gone))
+	}
+	fmt.Fprintf(w, "%s: %d written, %d failed, %d not kept by the kernel, %d planned, %d found in place when read again, on %d disk(s)%s in %s\n",
 		verb, count[apply.Written], count[apply.Failed], count[apply.Mismatch], count[apply.Planned], count[apply.Unchanged],
-		len(results), took.Round(time.Millisecond))
+		len(results), goneNote, took.Round(time.Millisecond))
 }
 
 // orFrom is the value an outcome started from: as read just before, else as
