@@ -216,4 +216,3 @@ func outcomeError(err error) string {
 	}
 	return err.Error()
 }
-
