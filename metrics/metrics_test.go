@@ -258,6 +258,7 @@ func TestFileAlwaysWhole(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	stop()
 	// Nothing but the file in the directory: the temporary files are gone.
 	if es, _ := os.ReadDir(filepath.Dir(path)); len(es) != 1 {
 		t.Errorf("%d entries in the directory, want 1", len(es))
