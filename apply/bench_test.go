@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -28,7 +29,9 @@ import (
 //
 //	process-switch: `iosched apply` switching all 1000;
 //	process-noop:   `iosched apply` when every disk is already in place
-//	                (reads only: what the CLI costs beyond the writes).
+//	                (reads only: what the CLI costs beyond the writes);
+//	process-switch-1p-per-cpu: process-switch with GOMAXPROCS set to the
+//	                CPUs (apply runs twice as many Ps otherwise).
 //
 // Each op is 1000 switches (or 1000 disks checked). Run as root:
 //
@@ -74,8 +77,9 @@ func BenchmarkIntegrationSchedulerSwitch1000(b *testing.B) {
 	}
 
 	bin, policies := buildIosched(b)
-	runApply := func(b *testing.B, to string) {
+	runApply := func(b *testing.B, to string, env ...string) {
 		cmd := exec.Command(bin, append([]string{"--policy", policies[to], "apply"}, names...)...)
+		cmd.Env = append(os.Environ(), env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("iosched apply: %v\n%s", err, out)
 		}
@@ -117,6 +121,17 @@ func BenchmarkIntegrationSchedulerSwitch1000(b *testing.B) {
 			to := next()
 			b.StartTimer()
 			runApply(b, to)
+			b.StopTimer()
+			check(b, to)
+		}
+	})
+	// As process-switch, with one P per CPU instead of apply's two.
+	b.Run("process-switch-1p-per-cpu", func(b *testing.B) {
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			to := next()
+			b.StartTimer()
+			runApply(b, to, fmt.Sprintf("GOMAXPROCS=%d", runtime.NumCPU()))
 			b.StopTimer()
 			check(b, to)
 		}

@@ -111,19 +111,17 @@ type resultJSON struct {
 // applyParallel bounds how many disks apply reads and writes at once. A
 // scheduler switch blocks its thread ~25 ms in the kernel waiting for RCU
 // grace periods, and switches made at once wait for the same ones: the more
-// disks in flight, the closer apply comes to one wait for all. Each holds an
-// OS thread (a few KiB) for the life of a short process. 1000 loops
-// switched by `iosched apply` (apply/bench_test.go, 2 vCPUs): 512 at once
-// 1.58x the raw parallel write, 1000 at once 1.38x.
+// disks in flight, the closer apply comes to one wait for all (measured in
+// contrib/bench/README.md). Each holds an OS thread, a few KiB, for the
+// life of a short process.
 const applyParallel = 1024
 
 // moreProcs lets the Go scheduler run twice as many goroutines at once as
 // there are CPUs, unless GOMAXPROCS is set in the environment, as the
 // daemon does: a goroutine blocked in a scheduler write keeps its P until
 // sysmon takes it back (20 us to 10 ms later), so with one P per CPU the
-// next disk's read waits for sysmon, not for a CPU. 1000 loops switched on
-// 2 vCPUs (apply/bench_test.go, one run, ratio to the raw parallel write):
-// 2 Ps 1.74x, 4 Ps 1.38x, 8 Ps 1.32x.
+// next disk's read waits for sysmon, not for a CPU (measured in
+// contrib/bench/README.md).
 func moreProcs() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
