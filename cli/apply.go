@@ -26,8 +26,8 @@ same-value scheduler write), and a value an earlier write may have reset (a
 scheduler switch resets nr_requests and the scheduler's parameters) is read
 again before it is written. Disks are done concurrently, one disk's writes in
 order: scheduler, nr_requests, the scheduler's iosched/* parameters, the rest.
-Each write is read back. EBUSY is retried; a disk that goes away is reported
-and the others are still done.
+Each write is read back. EBUSY is retried; a disk that goes away, or a named
+disk that is not there, is reported gone and the others are still done.
 
 Exit status: 0 when everything is in place, 1 if anything failed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -63,9 +63,9 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 			for _, r := range rs {
 				switch {
 				case r.err == nil:
-					done = append(done, r)
-					results = append(results, applied[r.name])
 					res := applied[r.name]
+					done = append(done, r)
+					results = append(results, res)
 					failed = failed || len(r.plan.Errors) > 0 || res.Failed()
 				case named:
 					// A disk asked for by name that is not there is a
