@@ -57,7 +57,7 @@ func reasonIndex(r string) int {
 // Options configure a Recorder.
 type Options struct {
 	// Path is the file to write; empty writes nothing (the recorder still
-	// counts, and keeps the last burst's latency).
+	// counts, and keeps the last burst's latency). SetPath changes it.
 	Path string
 	// Version is the release recorded in iosched_build_info.
 	Version string
@@ -68,9 +68,13 @@ type Options struct {
 // Recorder counts the daemon's work. Its methods are safe to call from any
 // goroutine at once.
 type Recorder struct {
-	opts    Options
-	reg     *prometheus.Registry
-	changed atomic.Bool // something was recorded since the last write
+	opts Options
+	reg  *prometheus.Registry
+	// pending: something was recorded since the last write began; the
+	// record that sets it wakes the writer, which sleeps while nothing
+	// happens (no timer ticks on an idle machine).
+	pending atomic.Bool
+	wake    chan struct{}
 
 	uevents   [4][3]atomic.Uint64 // [action][source]
 	rescans   [5]atomic.Uint64    // [reason]
@@ -85,6 +89,7 @@ type Recorder struct {
 	burst   burstLog
 
 	mu         sync.Mutex // guards what follows
+	path       string
 	disks      map[DiskKind]int
 	reloaded   bool
 	reloadOK   bool
@@ -122,6 +127,8 @@ func New(opts Options) *Recorder {
 	}
 	r := &Recorder{
 		opts:   opts,
+		path:   opts.Path,
+		wake:   make(chan struct{}, 1),
 		reg:    prometheus.NewRegistry(),
 		disks:  map[DiskKind]int{},
 		probes: map[string][]ProbeResult{},
@@ -141,21 +148,21 @@ func New(opts Options) *Recorder {
 // remove) and source (kernel, udev).
 func (r *Recorder) Uevent(action, source string) {
 	r.uevents[actionIndex(action)][sourceIndex(source)].Add(1)
-	r.changed.Store(true)
+	r.mark()
 }
 
 // Rescan counts a scan of every disk, by reason: start, overflow,
 // reconcile, reload.
 func (r *Recorder) Rescan(reason string) {
 	r.rescans[reasonIndex(reason)].Add(1)
-	r.changed.Store(true)
+	r.mark()
 }
 
 // Overflow counts an overflow of the uevent socket (ENOBUFS): uevents were
 // lost, and a rescan follows.
 func (r *Recorder) Overflow() {
 	r.overflows.Add(1)
-	r.changed.Store(true)
+	r.mark()
 }
 
 // Changed counts a value written and kept, by attribute and by the rule
@@ -165,13 +172,13 @@ func (r *Recorder) Changed(attribute, rule string, drift bool) {
 	if drift {
 		add(&r.driftRepairs, attribute)
 	}
-	r.changed.Store(true)
+	r.mark()
 }
 
 // ApplyFailed counts a write that failed or that the kernel did not keep.
 func (r *Recorder) ApplyFailed(attribute string) {
 	add(&r.applyErrors, attribute)
-	r.changed.Store(true)
+	r.mark()
 }
 
 // Applied records the time from a disk's uevent (received) to its
@@ -181,7 +188,7 @@ func (r *Recorder) Applied(received time.Time) {
 	d := now.Sub(received)
 	r.latency.Observe(d.Seconds())
 	r.burst.add(now, d)
-	r.changed.Store(true)
+	r.mark()
 }
 
 // Reloaded records a policy load after start: err nil when the new policy
@@ -194,7 +201,7 @@ func (r *Recorder) Reloaded(err error) {
 	r.mu.Lock()
 	r.reloaded, r.reloadOK, r.reloadAt = true, err == nil, time.Now()
 	r.mu.Unlock()
-	r.changed.Store(true)
+	r.mark()
 }
 
 // SetDisks replaces the count of managed disks by class and scheduler. It
@@ -215,7 +222,7 @@ func (r *Recorder) SetDisks(counts map[DiskKind]int) {
 	r.disks = clean
 	r.mu.Unlock()
 	if !same {
-		r.changed.Store(true)
+		r.mark()
 	}
 }
 
@@ -225,7 +232,7 @@ func (r *Recorder) SetProbe(disk string, results []ProbeResult) {
 	r.mu.Lock()
 	r.probes[disk] = append([]ProbeResult(nil), results...)
 	r.mu.Unlock()
-	r.changed.Store(true)
+	r.mark()
 }
 
 // ForgetProbe drops a disk's probe figures (the disk went away), so a
@@ -236,7 +243,18 @@ func (r *Recorder) ForgetProbe(disk string) {
 	delete(r.probes, disk)
 	r.mu.Unlock()
 	if had {
-		r.changed.Store(true)
+		r.mark()
+	}
+}
+
+// mark notes that the file is out of date. Only the first record after a
+// write wakes the writer: the rest of a burst costs an atomic load each.
+func (r *Recorder) mark() {
+	if !r.pending.Load() && r.pending.CompareAndSwap(false, true) {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -295,6 +295,34 @@ func TestFailedWriteIsRetried(t *testing.T) {
 	}
 }
 
+// A reloaded policy may name another file, or none.
+func TestSetPath(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.prom"), filepath.Join(dir, "b.prom")
+	r, stop := start(t, Options{Path: a, Interval: 5 * time.Millisecond})
+	defer stop()
+	waitWrites(t, r, 1)
+	r.SetPath(b)
+	waitWrites(t, r, 2)
+	if _, err := os.Stat(b); err != nil {
+		t.Fatalf("the new file is not written: %v", err)
+	}
+	r.SetPath("")
+	time.Sleep(20 * time.Millisecond)
+	n := r.Writes()
+	r.Overflow()
+	time.Sleep(50 * time.Millisecond)
+	if r.Writes() != n {
+		t.Errorf("written with no path")
+	}
+	r.SetPath(a)
+	waitWrites(t, r, n+1)
+	bb, _ := os.ReadFile(a)
+	if v, _ := value(parse(t, bb), "iosched_uevent_overflows_total", nil); v != 1 {
+		t.Errorf("overflows = %v after the path came back, want 1", v)
+	}
+}
+
 func TestStopWritesWhatIsLeft(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "iosched.prom")
 	r, stop := start(t, Options{Path: path, Interval: time.Hour})

@@ -8,40 +8,54 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Run writes the file every Interval when something was recorded since the
-// last write, until ctx is done; then once more if something is left
-// unwritten. The file is replaced atomically (written aside, then renamed
-// over it), so node_exporter never reads half of it. A failed write is
-// tried again at the next tick, and kept for WriteError. With no Path it
-// only waits for ctx.
+// Run writes the file when something was recorded, at most once an
+// Interval, until ctx is done; then once more if something is left
+// unwritten. While nothing is recorded it sleeps: no timer wakes an idle
+// daemon. The file is replaced atomically (written beside it, then renamed
+// over it), so node_exporter never reads half of one. A failed write is
+// tried again an Interval later, and kept for WriteError.
 func (r *Recorder) Run(ctx context.Context) {
-	if r.opts.Path == "" {
-		<-ctx.Done()
-		return
-	}
-	r.changed.Store(true) // the first tick writes the file, zeros and all
-	t := time.NewTicker(r.opts.Interval)
-	defer t.Stop()
+	r.mark() // the file is written at once, zeros and all
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			r.flush()
 			return
-		case <-t.C:
-			r.flush()
+		case <-r.wake:
 		}
+		if wait := time.Until(last.Add(r.opts.Interval)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				r.flush()
+				return
+			case <-t.C:
+			}
+		}
+		r.flush()
+		last = time.Now()
 	}
 }
 
-// flush writes the file if something changed since the last write.
+// flush writes the file if something was recorded since the last write.
 func (r *Recorder) flush() {
-	if !r.changed.Swap(false) {
+	if !r.pending.Swap(false) {
 		return
 	}
-	err := prometheus.WriteToTextfile(r.opts.Path, r.reg)
+	// Records from here on mark the file out of date again: they may or
+	// may not make it into this write.
+	r.mu.Lock()
+	path := r.path
+	r.mu.Unlock()
+	if path == "" {
+		return
+	}
+	err := prometheus.WriteToTextfile(path, r.reg)
 	if err != nil {
-		err = fmt.Errorf("writing metrics to %s: %w", r.opts.Path, err)
-		r.changed.Store(true) // try again at the next tick
+		err = fmt.Errorf("writing metrics to %s: %w", path, err)
+		r.mark() // try again
 	}
 	r.mu.Lock()
 	r.writeErr = err
@@ -49,6 +63,21 @@ func (r *Recorder) flush() {
 		r.writeCount++
 	}
 	r.mu.Unlock()
+}
+
+// SetPath changes the file written (a reloaded policy's metrics_file); ""
+// stops writing. The old file is left as it is.
+func (r *Recorder) SetPath(path string) {
+	r.mu.Lock()
+	changed := path != r.path
+	r.path = path
+	if path == "" {
+		r.writeErr = nil
+	}
+	r.mu.Unlock()
+	if changed {
+		r.mark()
+	}
 }
 
 // WriteError is the last write's failure, nil once a write succeeds: for
