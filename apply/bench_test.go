@@ -6,12 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/plan"
+	"github.com/iosched/iosched/sysfs"
 )
 
 // BenchmarkIntegrationSchedulerSwitch1000 switches the scheduler of 1000 real
@@ -31,7 +34,8 @@ import (
 //	process-noop:   `iosched apply` when every disk is already in place
 //	                (reads only: what the CLI costs beyond the writes);
 //	process-switch-1p-per-cpu: process-switch with GOMAXPROCS set to the
-//	                CPUs (apply runs twice as many Ps otherwise).
+//	                CPUs (apply runs twice as many Ps otherwise);
+//	raw-process:    raw-parallel in a process of its own, timed whole.
 //
 // Each op is 1000 switches (or 1000 disks checked). Run as root:
 //
@@ -170,6 +174,25 @@ func BenchmarkIntegrationSchedulerSwitch1000(b *testing.B) {
 			check(b, to)
 		}
 	})
+	// raw-parallel as a process of its own, as apply runs: this test
+	// binary run again as the writer (TestMain), timed from exec to exit,
+	// so that it too starts a runtime and creates the threads its blocked
+	// writes hold (raw-parallel reuses those earlier sub-benchmarks made).
+	b.Run("raw-process", func(b *testing.B) {
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			to := next()
+			cmd := exec.Command(os.Args[0], names...)
+			cmd.Env = append(os.Environ(), rawWriterEnv+"="+to)
+			b.StartTimer()
+			out, err := cmd.CombinedOutput()
+			b.StopTimer()
+			if err != nil {
+				b.Fatalf("raw writer: %v\n%s", err, out)
+			}
+			check(b, to)
+		}
+	})
 	b.Run("sequential", func(b *testing.B) {
 		b.StopTimer()
 		for i := 0; i < b.N; i++ {
@@ -207,4 +230,49 @@ func buildIosched(b *testing.B) (bin string, policies map[string]string) {
 		policies[sched] = p
 	}
 	return bin, policies
+}
+
+// rawWriterEnv, set to a scheduler, makes this test binary the benchmark's
+// raw writer process: it writes the scheduler of the loops named in its
+// arguments, one goroutine each, all at once, and exits.
+const rawWriterEnv = "IOSCHED_BENCH_RAW_WRITER"
+
+func TestMain(m *testing.M) {
+	if to := os.Getenv(rawWriterEnv); to != "" {
+		os.Exit(rawWriter(to, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func rawWriter(to string, names []string) int {
+	// The loops the benchmark creates are the only ones it will touch.
+	benchLoop := regexp.MustCompile(`^loop30[0-9]{3}$`)
+	fs, err := sysfs.NewFS("/sys")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, name := range names {
+		if !benchLoop.MatchString(name) {
+			fmt.Fprintf(os.Stderr, "raw writer: %s is not one of the benchmark's loops (30000-30999)\n", name)
+			return 2
+		}
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for _, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fs.WriteQueueAttr(name, "scheduler", to); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		return 1
+	}
+	return 0
 }
