@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/apply"
-	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -24,36 +26,60 @@ same-value scheduler write), and a value an earlier write may have reset (a
 scheduler switch resets nr_requests and the scheduler's parameters) is read
 again before it is written. Disks are done concurrently, one disk's writes in
 order: scheduler, nr_requests, the scheduler's iosched/* parameters, the rest.
-Each write is read back. EBUSY is retried; a disk that goes away is reported
-and the others are still done.
+Each write is read back. EBUSY is retried; a disk that goes away, or a named
+disk that is not there, is reported gone and the others are still done.
 
 Exit status: 0 when everything is in place, 1 if anything failed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, as, _, err := e.assess(args)
-			if err != nil {
-				return err
-			}
-			fs, err := e.fs()
-			if err != nil {
-				return err
-			}
-			plans := make([]plan.Device, len(as))
-			failed := false
-			for i, a := range as {
-				plans[i] = a.plan
-				failed = failed || len(a.plan.Errors) > 0
-			}
-			a := &apply.Applier{FS: fs, DryRun: dryRun}
+			ctx := cmd.Context()
+			moreProcs()
+			var mu sync.Mutex
+			applied := map[string]apply.Result{}
 			start := time.Now()
-			results := a.All(cmd.Context(), plans)
+			// Each disk is read, planned and written in its own goroutine,
+			// through its directory held open: reads of one disk overlap
+			// the writes of others, which mostly wait (a scheduler switch
+			// waits for RCU grace periods).
+			_, rs, _, err := e.assess(args, neededBy, applyParallel, func(r *diskResult, disk *sysfs.Disk) {
+				res := apply.Result{Device: r.name, Outcomes: []apply.Outcome{}}
+				if !r.plan.Empty() {
+					a := &apply.Applier{FS: disk, DryRun: dryRun}
+					res = a.Device(ctx, r.plan)
+				}
+				mu.Lock()
+				applied[r.name] = res
+				mu.Unlock()
+			})
+			if err != nil {
+				return err
+			}
 			took := time.Since(start)
-			for i := range results {
-				failed = failed || results[i].Failed()
+			named := len(args) > 0
+			var done []diskResult
+			var results []apply.Result
+			var gone []diskResult
+			var skipped []string
+			failed := false
+			for _, r := range rs {
+				switch {
+				case r.err == nil:
+					res := applied[r.name]
+					done = append(done, r)
+					results = append(results, res)
+					failed = failed || len(r.plan.Errors) > 0 || res.Failed()
+				case named:
+					// A disk asked for by name that is not there is a
+					// failure, but not the others'.
+					gone = append(gone, r)
+					failed = true
+				default:
+					skipped = append(skipped, "skipped: "+r.err.Error())
+				}
 			}
 			if asJSON {
-				err = writeJSON(e.stdout, applyJSON(results))
+				err = writeJSON(e.stdout, applyJSON(results, gone))
 			} else {
-				renderApply(e.stdout, plans, results, took, dryRun)
+				renderApply(e.stdout, done, results, gone, skipped, took, dryRun)
 			}
 			if err != nil {
 				return err
@@ -77,12 +103,33 @@ type outcomeJSON struct {
 type resultJSON struct {
 	Name     string        `json:"name"`
 	Gone     bool          `json:"gone,omitempty"`
+	Error    string        `json:"error,omitempty"`
 	Writes   int           `json:"writes"`
 	Outcomes []outcomeJSON `json:"outcomes"`
 }
 
-func applyJSON(results []apply.Result) any {
-	out := make([]resultJSON, 0, len(results))
+// applyParallel bounds how many disks apply reads and writes at once. A
+// scheduler switch blocks its thread ~25 ms in the kernel waiting for RCU
+// grace periods, and switches made at once wait for the same ones: the more
+// disks in flight, the closer apply comes to one wait for all (measured in
+// contrib/bench/README.md). Each holds an OS thread, a few KiB, for the
+// life of a short process.
+const applyParallel = 1024
+
+// moreProcs lets the Go scheduler run twice as many goroutines at once as
+// there are CPUs, unless GOMAXPROCS is set in the environment, as the
+// daemon does: a goroutine blocked in a scheduler write keeps its P until
+// sysmon takes it back (20 us to 10 ms later), so with one P per CPU the
+// next disk's read waits for sysmon, not for a CPU (measured in
+// contrib/bench/README.md).
+func moreProcs() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
+	}
+}
+
+func applyJSON(results []apply.Result, gone []diskResult) any {
+	out := make([]resultJSON, 0, len(results)+len(gone))
 	for _, r := range results {
 		rj := resultJSON{Name: r.Device, Gone: r.Gone, Writes: r.Writes, Outcomes: []outcomeJSON{}}
 		for _, o := range r.Outcomes {
@@ -94,43 +141,59 @@ func applyJSON(results []apply.Result) any {
 		}
 		out = append(out, rj)
 	}
+	for _, g := range gone {
+		out = append(out, resultJSON{Name: g.name, Gone: true, Error: g.err.Error(), Outcomes: []outcomeJSON{}})
+	}
 	return struct {
 		Devices []resultJSON `json:"devices"`
 	}{out}
 }
 
-func renderApply(w io.Writer, plans []plan.Device, results []apply.Result, took time.Duration, dryRun bool) {
+func renderApply(w io.Writer, done []diskResult, results []apply.Result, gone []diskResult, warnings []string, took time.Duration, dryRun bool) {
 	count := map[apply.Status]int{}
 	for i, r := range results {
+		name := printable(r.Device)
 		for _, o := range r.Outcomes {
 			count[o.Status]++
+			attr, before, from, to, rule := o.Attribute, printable(o.Before), printable(orFrom(o)), printable(o.To), o.Rule
 			switch o.Status {
 			case apply.Written:
-				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q)\n", r.Device, o.Attribute, o.Before, o.To, o.Rule)
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q)\n", name, attr, before, to, rule)
 			case apply.Planned:
-				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): not written (dry run)\n", r.Device, o.Attribute, orFrom(o), o.To, o.Rule)
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): not written (dry run)\n", name, attr, from, to, rule)
 			case apply.Mismatch, apply.Failed:
-				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): %s: %s\n", r.Device, o.Attribute, orFrom(o), o.To, o.Rule, o.Status, outcomeError(o.Err))
+				fmt.Fprintf(w, "%s: %s: %s -> %s (rule %q): %s: %s\n", name, attr, from, to, rule, o.Status, printable(outcomeError(o.Err)))
 			}
 		}
 		if r.Gone {
-			fmt.Fprintf(w, "%s: the disk went away during apply\n", r.Device)
+			fmt.Fprintf(w, "%s: the disk went away during apply\n", name)
 		}
-		for _, s := range plans[i].Skipped {
-			fmt.Fprintf(w, "%s: skip %s: %s; rule %q\n", r.Device, s.Attribute, s.Reason, s.Rule)
+		p := done[i].plan
+		for _, s := range p.Skipped {
+			fmt.Fprintf(w, "%s: skip %s: %s; rule %q\n", name, s.Attribute, printable(s.Reason), s.Rule)
 		}
-		for _, msg := range plans[i].Errors {
+		for _, msg := range p.Errors {
 			count[apply.Failed]++
-			fmt.Fprintf(w, "%s: error: %s\n", r.Device, msg)
+			fmt.Fprintf(w, "%s: error: %s\n", name, printable(msg))
 		}
+	}
+	for _, g := range gone {
+		fmt.Fprintf(w, "%s: gone: %s\n", printable(g.name), printable(g.err.Error()))
+	}
+	for _, msg := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", printable(msg))
 	}
 	verb := "apply"
 	if dryRun {
 		verb = "apply --dry-run"
 	}
-	fmt.Fprintf(w, "%s: %d written, %d failed, %d not kept by the kernel, %d planned, %d found in place when read again, on %d disk(s) in %s\n",
+	goneNote := ""
+	if len(gone) > 0 {
+		goneNote = fmt.Sprintf(", %d named disk(s) gone", len(gone))
+	}
+	fmt.Fprintf(w, "%s: %d written, %d failed, %d not kept by the kernel, %d planned, %d found in place when read again, on %d disk(s)%s in %s\n",
 		verb, count[apply.Written], count[apply.Failed], count[apply.Mismatch], count[apply.Planned], count[apply.Unchanged],
-		len(results), took.Round(time.Millisecond))
+		len(results), goneNote, took.Round(time.Millisecond))
 }
 
 // orFrom is the value an outcome started from: as read just before, else as

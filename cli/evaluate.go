@@ -3,9 +3,15 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/iosched/iosched/devnode"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
@@ -36,30 +42,160 @@ type assessment struct {
 	plan plan.Device
 }
 
-// assess reads the disks (all, or the named ones), evaluates the policy on
-// each and plans it. warnings hold the disks that could not be read and, for
-// a policy an admin wrote, applied to every disk, the rules that matched
-// none (the embedded default covers hardware most machines lack, by design).
-func (e *env) assess(names []string) (p *policy.Policy, as []assessment, warnings []string, err error) {
+// readScope is how much of each disk a command reads.
+type readScope struct {
+	facts  sysfs.Facts
+	nowait bool // test NOWAIT on the device node
+}
+
+// everything is what list and explain show: every fact, and NOWAIT.
+func everything() readScope { return readScope{facts: sysfs.FactAll, nowait: true} }
+
+// neededBy is what p tests and sets, and no more, as the daemon reads a
+// disk: plan and apply on 1000 disks cost a few files each, where every
+// fact is 29 opens a disk and the NOWAIT test opens its device node.
+func neededBy(p *policy.Policy) readScope {
+	return readScope{facts: p.Needs(), nowait: p.UsesNoWait()}
+}
+
+// diskResult is one disk assessed, or why it could not be.
+type diskResult struct {
+	name string
+	assessment
+	err error // sysfs.Gone(err): the disk is not there (any more)
+}
+
+// assess loads the policy, then reads (what the policy needs of) the disks,
+// all or the named ones, evaluates the policy on each and plans it. With
+// then, each disk is handed to it in the disk's own goroutine with its
+// directory still open (apply writes through it); up to limit disks are
+// done at once. Disks that could not be read are in results with their
+// error; the caller says what that means (a skipped disk, or a named one
+// gone). warnings hold, for a policy an admin wrote applied to every disk,
+// the rules that matched none (the embedded default covers hardware most
+// machines lack, by design).
+func (e *env) assess(names []string, sc func(*policy.Policy) readScope, limit int, then func(*diskResult, *sysfs.Disk)) (p *policy.Policy, results []diskResult, warnings []string, err error) {
 	p, err = e.loadPolicy()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	devs, warnings, err := e.readDevices(names, true)
+	fs, err := e.fs()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	for _, d := range devs {
-		ev := p.Evaluate(d)
-		as = append(as, assessment{dev: d, eval: ev, plan: plan.For(d, ev)})
+	all := len(names) == 0
+	if all {
+		if names, err = fs.Disks(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	scope := sc(p)
+	results = make([]diskResult, 0, len(names))
+	for _, n := range dedupe(names) {
+		results = append(results, diskResult{name: n})
+	}
+	concurrently(len(results), limit, func(i int) {
+		r := &results[i]
+		dev, disk, err := e.readDisk(fs, r.name, scope)
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer disk.Close()
+		ev := p.Evaluate(dev)
+		r.assessment = assessment{dev: dev, eval: ev, plan: plan.For(dev, ev)}
+		if then != nil {
+			then(r, disk)
+		}
+	})
+	as := make([]assessment, 0, len(results))
+	for _, r := range results {
+		if r.err == nil {
+			as = append(as, r.assessment)
+		}
 	}
 	warnings = append(warnings, e.warnWriters(as)...)
 	// Named disks: the rules for the others are not expected to match.
-	if len(names) == 0 && !slices.Equal(p.Sources, []string{policy.EmbeddedName}) {
+	if all && !slices.Equal(p.Sources, []string{policy.EmbeddedName}) {
 		warnings = append(warnings, unmatchedRules(p, as)...)
 	}
-	return p, as, warnings, nil
+	return p, results, warnings, nil
 }
+
+// readDisk opens a disk and reads what sc asks. The directory is returned
+// open (the caller closes it): writes made through it reach this disk or
+// fail, never another that took its name since.
+//
+// A disk whose queue/ directory is missing is being added or removed: the
+// kernel registers the queue after the disk's directory and unregisters it
+// first (block/genhd.c device_add_disk, del_gendisk). It reads like a
+// bio-based disk (no scheduler, no hardware queues), but every disk with a
+// registered queue has queue/, bio-based ones included; such a disk is
+// reported gone, not planned as bio-based.
+func (e *env) readDisk(fs sysfs.FS, name string, sc readScope) (*sysfs.Device, *sysfs.Disk, error) {
+	disk, err := fs.OpenDisk(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	dev, err := disk.Read(sc.facts, sysfs.Ident{})
+	if err == nil && dev.BioBased() && !queueDirExists(fs, dev) {
+		err = fmt.Errorf("%w: %s (it has no queue/ directory: being removed, or still being added)", sysfs.ErrNoDevice, name)
+	}
+	if err != nil {
+		disk.Close()
+		return nil, nil, err
+	}
+	if sc.nowait {
+		devnode.NodesFor(e.sysfsRoot, e.devDir).Fill(dev)
+	}
+	return dev, disk, nil
+}
+
+func queueDirExists(fs sysfs.FS, dev *sysfs.Device) bool {
+	st, err := os.Stat(filepath.Join(fs.Root(), filepath.FromSlash(dev.Path), "queue"))
+	return err == nil && st.IsDir()
+}
+
+// dedupe drops repeated names, keeping the first: "plan vda vda" shows vda
+// once.
+func dedupe(names []string) []string {
+	seen := make(map[string]bool, len(names))
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// concurrently calls fn(0..n-1), up to limit at once.
+func concurrently(n, limit int, fn func(i int)) {
+	if limit < 1 {
+		limit = 1
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, limit) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// readLimit is how many disks are read at once when nothing is written:
+// reading sysfs is CPU work (and kernfs's lock), so a few per CPU.
+func readLimit() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // unmatchedRules words the rules of p that matched none of the disks.
 func unmatchedRules(p *policy.Policy, as []assessment) []string {

@@ -19,11 +19,16 @@ func newExplainCmd(e *env) *cobra.Command {
 		Short: "Show a disk's facts, every rule's verdict on it, and where each final setting comes from",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, as, _, err := e.assess(args)
+			// One disk, shown whole: every fact, whatever the policy tests.
+			all := func(*policy.Policy) readScope { return everything() }
+			_, rs, _, err := e.assess(args, all, 1, nil)
 			if err != nil {
 				return err
 			}
-			a := as[0]
+			if rs[0].err != nil {
+				return &ExitError{Code: 1, Msg: printable(rs[0].err.Error())}
+			}
+			a := rs[0].assessment
 			if asJSON {
 				return writeJSON(e.stdout, struct {
 					Device   *sysfs.Device       `json:"device"`
@@ -42,8 +47,8 @@ func newExplainCmd(e *env) *cobra.Command {
 
 func renderExplain(w io.Writer, a assessment) {
 	d := a.dev
-	fmt.Fprintf(w, "%s\n", d.Name)
-	fact := func(k, v string) { fmt.Fprintf(w, "  %-12s %s\n", k+":", v) }
+	fmt.Fprintf(w, "%s\n", printable(d.Name))
+	fact := func(k, v string) { fmt.Fprintf(w, "  %-12s %s\n", k+":", printable(v)) }
 	fact("class", string(d.Class))
 	fact("driver", orDash(d.Driver))
 	if d.Transport != "" {
@@ -76,7 +81,7 @@ func renderExplain(w io.Writer, a assessment) {
 		fact("model", d.Model)
 	}
 	for _, msg := range d.Errors {
-		fmt.Fprintf(w, "  warning: %s\n", msg)
+		fmt.Fprintf(w, "  warning: %s\n", printable(msg))
 	}
 
 	fmt.Fprintln(w, "\nrules:")
@@ -90,7 +95,7 @@ func renderExplain(w io.Writer, a assessment) {
 		}
 		fmt.Fprintf(w, "  %d %q: no match\n", r.Index, r.Rule)
 		for _, why := range r.Reasons {
-			fmt.Fprintf(w, "      %s\n", why)
+			fmt.Fprintf(w, "      %s\n", printable(why))
 		}
 	}
 
@@ -99,7 +104,7 @@ func renderExplain(w io.Writer, a assessment) {
 		fmt.Fprintln(w, "  (none: no matching rule sets anything)")
 	}
 	for _, s := range a.eval.Settings {
-		line := fmt.Sprintf("  %s = %s (rule %q", s.Attribute, strings.Join(s.Values, " or "), s.Rule)
+		line := fmt.Sprintf("  %s = %s (rule %q", s.Attribute, printable(strings.Join(s.Values, " or ")), s.Rule)
 		if len(s.Overrode) > 0 {
 			line += ", overriding " + quoteAll(s.Overrode)
 		}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iosched/iosched/devnode"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -37,7 +36,7 @@ func newListCmd(e *env) *cobra.Command {
 				return err
 			}
 			for _, msg := range skipped {
-				fmt.Fprintf(e.stdout, "warning: %s\n", msg)
+				fmt.Fprintf(e.stdout, "warning: %s\n", printable(msg))
 			}
 			return nil
 		},
@@ -46,10 +45,11 @@ func newListCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// readDevices reads the named disks, or every disk when names is empty.
-// Named disks that cannot be read are an error (exit 1) naming each of them.
-// When listing every disk, one that cannot be read (gone since the listing,
-// a link loop, a link out of the tree) is skipped and said in skipped, so one
+// readDevices reads the named disks, or every disk when names is empty:
+// every fact, and NOWAIT when nowait, several disks at once. Named disks
+// that cannot be read are an error (exit 1) naming each of them. When
+// listing every disk, one that cannot be read (gone since the listing, a
+// link loop, a link out of the tree) is skipped and said in skipped, so one
 // bad entry never hides the others.
 func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, skipped []string, err error) {
 	fs, err := e.fs()
@@ -62,29 +62,29 @@ func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, sk
 			return nil, nil, err
 		}
 	}
-	nodes := devnode.NodesFor(e.sysfsRoot, e.devDir)
+	names = dedupe(names)
+	read := make([]*sysfs.Device, len(names))
+	errs := make([]error, len(names))
+	sc := everything()
+	sc.nowait = nowait
+	concurrently(len(names), readLimit(), func(i int) {
+		d, disk, err := e.readDisk(fs, names[i], sc)
+		if err == nil {
+			disk.Close()
+		}
+		read[i], errs[i] = d, err
+	})
 	devs = make([]*sysfs.Device, 0, len(names))
-	seen := make(map[string]bool, len(names))
 	var missing []string
-	for _, n := range names {
-		if seen[n] {
-			continue // "list vda vda" shows vda once
+	for i, d := range read {
+		switch {
+		case errs[i] == nil:
+			devs = append(devs, d)
+		case all: // sysfs errors name the device already
+			skipped = append(skipped, "skipped: "+errs[i].Error())
+		default:
+			missing = append(missing, printable(errs[i].Error()))
 		}
-		seen[n] = true
-		d, err := fs.Device(n)
-		if err != nil {
-			// sysfs errors name the device already.
-			if all {
-				skipped = append(skipped, "skipped: "+err.Error())
-			} else {
-				missing = append(missing, err.Error())
-			}
-			continue
-		}
-		if nowait {
-			nodes.Fill(d)
-		}
-		devs = append(devs, d)
 	}
 	if len(missing) > 0 {
 		return nil, nil, &ExitError{Code: 1, Msg: strings.Join(missing, "\niosched: ")}
@@ -106,15 +106,15 @@ func renderList(w io.Writer, devs []*sysfs.Device) error {
 	fmt.Fprintln(tw, "NAME\tCLASS\tDRIVER\tROT\tHWQ\tSCHEDULER\tNOWAIT\tSIZE\tMODEL")
 	for _, d := range devs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			d.Name, d.Class, orDash(driverColumn(d)), optBool(d.Rotational), optInt(d.HWQueues),
-			schedulerColumn(d), optBool(d.NoWait), humanSize(d.SizeBytes), orDash(modelColumn(d)))
+			printable(d.Name), d.Class, printable(orDash(driverColumn(d))), optBool(d.Rotational), optInt(d.HWQueues),
+			printable(schedulerColumn(d)), optBool(d.NoWait), humanSize(d.SizeBytes), printable(orDash(modelColumn(d))))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, d := range devs {
 		for _, msg := range d.Errors {
-			fmt.Fprintf(w, "%s: warning: %s\n", d.Name, msg)
+			fmt.Fprintf(w, "%s: warning: %s\n", printable(d.Name), printable(msg))
 		}
 		if m := missingFiles(d); m != "" {
 			fmt.Fprintf(w, "%s: unknown: %s\n", d.Name, m)
@@ -123,11 +123,11 @@ func renderList(w io.Writer, devs []*sysfs.Device) error {
 	for _, g := range nowaitUnknown(devs) {
 		switch {
 		case len(g.names) == 1:
-			fmt.Fprintf(w, "%s: nowait unknown: %s\n", g.names[0], g.reason)
+			fmt.Fprintf(w, "%s: nowait unknown: %s\n", printable(g.names[0]), printable(g.reason))
 		case len(g.names) == len(devs):
-			fmt.Fprintf(w, "nowait unknown for every disk: %s\n", g.pattern)
+			fmt.Fprintf(w, "nowait unknown for every disk: %s\n", printable(g.pattern))
 		default:
-			fmt.Fprintf(w, "nowait unknown for %s: %s\n", strings.Join(g.names, ", "), g.pattern)
+			fmt.Fprintf(w, "nowait unknown for %s: %s\n", printable(strings.Join(g.names, ", ")), printable(g.pattern))
 		}
 	}
 	return nil

@@ -25,17 +25,29 @@ Exit status: 0, or 1 when a setting could not be planned because the disk
 could not be read. With --detailed-exitcode: 0 when nothing would change, 2
 when something would, 1 on error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, as, warnings, err := e.assess(args)
+			_, rs, warnings, err := e.assess(args, neededBy, readLimit(), nil)
 			if err != nil {
 				return err
 			}
-			plans := make([]plan.Device, len(as))
-			changes, errs := 0, 0
-			for i, a := range as {
-				plans[i] = a.plan
-				changes += len(a.plan.Changes)
-				errs += len(a.plan.Errors)
+			plans := make([]plan.Device, 0, len(rs))
+			changes, errs, gone := 0, 0, 0
+			var skipped []string
+			for _, r := range rs {
+				switch {
+				case r.err == nil:
+					plans = append(plans, r.plan)
+					changes += len(r.plan.Changes)
+					errs += len(r.plan.Errors)
+				case len(args) > 0:
+					// Named and not there: said, and the others still
+					// planned (sysfs errors name the device).
+					fmt.Fprintln(e.stderr, "iosched:", printable(r.err.Error()))
+					gone++
+				default:
+					skipped = append(skipped, "skipped: "+r.err.Error())
+				}
 			}
+			warnings = append(skipped, warnings...)
 			if asJSON {
 				err = writeJSON(e.stdout, struct {
 					Devices  []plan.Device `json:"devices"`
@@ -47,6 +59,8 @@ when something would, 1 on error.`,
 			switch {
 			case err != nil:
 				return err
+			case gone > 0:
+				return &ExitError{Code: 1, Msg: fmt.Sprintf("%d named disk(s) not found", gone)}
 			case errs > 0:
 				return &ExitError{Code: 1, Msg: fmt.Sprintf("%d setting(s) could not be planned: see the errors above", errs)}
 			case detailed && changes > 0:
@@ -67,7 +81,7 @@ func renderPlans(w io.Writer, plans []plan.Device, warnings []string) {
 		if len(p.Rules) > 0 {
 			rules = "rules " + quoteAll(p.Rules)
 		}
-		fmt.Fprintf(w, "%s (%s): %s\n", p.Name, p.Class, rules)
+		fmt.Fprintf(w, "%s (%s): %s\n", printable(p.Name), p.Class, rules)
 		renderPlanBody(w, p)
 		if len(p.Changes) > 0 {
 			disks++
@@ -75,7 +89,7 @@ func renderPlans(w io.Writer, plans []plan.Device, warnings []string) {
 		}
 	}
 	for _, msg := range warnings {
-		fmt.Fprintf(w, "warning: %s\n", msg)
+		fmt.Fprintf(w, "warning: %s\n", printable(msg))
 	}
 	fmt.Fprintf(w, "plan: %d change(s) on %d of %d disk(s)\n", changes, disks, len(plans))
 }
@@ -84,16 +98,16 @@ func renderPlans(w io.Writer, plans []plan.Device, warnings []string) {
 // warnings, indented.
 func renderPlanBody(w io.Writer, p plan.Device) {
 	for _, c := range p.Changes {
-		fmt.Fprintf(w, "  %s: %s -> %s (rule %q)\n", c.Attribute, showFrom(c), c.To, c.Rule)
+		fmt.Fprintf(w, "  %s: %s -> %s (rule %q)\n", c.Attribute, printable(showFrom(c)), printable(c.To), c.Rule)
 	}
 	for _, s := range p.Skipped {
-		fmt.Fprintf(w, "  skip %s: %s; rule %q\n", s.Attribute, s.Reason, s.Rule)
+		fmt.Fprintf(w, "  skip %s: %s; rule %q\n", s.Attribute, printable(s.Reason), s.Rule)
 	}
 	for _, msg := range p.Errors {
-		fmt.Fprintf(w, "  error: %s\n", msg)
+		fmt.Fprintf(w, "  error: %s\n", printable(msg))
 	}
 	for _, msg := range p.Warnings {
-		fmt.Fprintf(w, "  warning: %s\n", msg)
+		fmt.Fprintf(w, "  warning: %s\n", printable(msg))
 	}
 	if len(p.Changes)+len(p.Skipped)+len(p.Errors) == 0 {
 		fmt.Fprintln(w, "  nothing to change")

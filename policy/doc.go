@@ -35,6 +35,7 @@
 //     in decoder.rule and a field of Rule.
 //   - [daemon]: uevent_source ("kernel" or "udev"), reconcile_interval (a Go
 //     duration, default DefaultReconcileInterval, "0" for off),
-//     restore_on_exit (default false). A later file's keys override an
-//     earlier file's, key by key.
+//     restore_on_exit (default false), metrics_file (a *.prom path for
+//     node_exporter's textfile collector, default "": none). A later
+//     file's keys override an earlier file's, key by key.
 package policy

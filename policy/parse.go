@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -337,7 +338,7 @@ func (d *decoder) table(l loc, v any, header string) (map[string]any, bool) {
 	return m, ok
 }
 
-var daemonKeys = []string{"uevent_source", "reconcile_interval", "restore_on_exit"}
+var daemonKeys = []string{"uevent_source", "reconcile_interval", "restore_on_exit", "metrics_file"}
 
 func (d *decoder) daemon(l loc, v any, out *Daemon) {
 	m, ok := d.table(l, v, "[daemon]")
@@ -380,10 +381,35 @@ func (d *decoder) daemon(l loc, v any, out *Daemon) {
 			} else {
 				d.errorf(kl, "want true or false, not %s", typeName(v))
 			}
+		case "metrics_file":
+			if s, ok := d.str(kl, v); ok && d.metricsFile(kl, s) {
+				out.MetricsFile = s
+			}
 		default:
 			d.unknownKey(kl, k, daemonKeys, "[daemon]")
 		}
 	}
+}
+
+// metricsFile checks [daemon] metrics_file: "" (off), or a clean absolute
+// path to a file named *.prom, the only files node_exporter's textfile
+// collector reads (collector/textfile.go).
+func (d *decoder) metricsFile(l loc, s string) bool {
+	switch {
+	case s == "":
+		return true
+	case strings.ContainsRune(s, 0):
+		d.errorf(l, "%q contains a NUL byte", s)
+	case !filepath.IsAbs(s):
+		d.errorf(l, "%q is not an absolute path: the daemon's working directory is /", s)
+	case filepath.Clean(s) != s:
+		d.errorf(l, "%q is not a clean path: write %q", s, filepath.Clean(s))
+	case filepath.Ext(s) != ".prom":
+		d.errorf(l, "%q does not end in .prom: node_exporter's textfile collector reads only *.prom files", s)
+	default:
+		return true
+	}
+	return false
 }
 
 // str asserts v is a string.

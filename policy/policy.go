@@ -28,6 +28,9 @@ type Daemon struct {
 	ReconcileInterval time.Duration
 	// RestoreOnExit puts back the values found before iosched changed them.
 	RestoreOnExit bool
+	// MetricsFile is where the daemon writes its metrics for
+	// node_exporter's textfile collector ("" for nowhere, the default).
+	MetricsFile string
 }
 
 // Rule is one [[rule]] table.

@@ -1,0 +1,286 @@
+package metrics
+
+import (
+	"maps"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label values outside a known set are counted under "other", so a label
+// set stays bounded whatever the kernel or a forged message sends.
+
+// Uevent actions and sources, and rescan reasons, as counted (index order).
+func actions() []string { return []string{"add", "change", "remove", "other"} }
+func sources() []string { return []string{"kernel", "udev", "other"} }
+func reasons() []string { return []string{"start", "overflow", "reconcile", "reload", "other"} }
+
+func actionIndex(a string) int {
+	switch a {
+	case "add":
+		return 0
+	case "change":
+		return 1
+	case "remove":
+		return 2
+	}
+	return 3
+}
+
+func sourceIndex(s string) int {
+	switch s {
+	case "kernel":
+		return 0
+	case "udev":
+		return 1
+	}
+	return 2
+}
+
+func reasonIndex(r string) int {
+	switch r {
+	case "start":
+		return 0
+	case "overflow":
+		return 1
+	case "reconcile":
+		return 2
+	case "reload":
+		return 3
+	}
+	return 4
+}
+
+// Options configure a Recorder.
+type Options struct {
+	// Path is the file to write; empty writes nothing (the recorder still
+	// counts, and keeps the last burst's latency). SetPath changes it.
+	Path string
+	// Version is the release recorded in iosched_build_info.
+	Version string
+	// Interval is the least time between two writes; default one second.
+	Interval time.Duration
+}
+
+// Recorder counts the daemon's work. Its methods are safe to call from any
+// goroutine at once.
+type Recorder struct {
+	opts Options
+	reg  *prometheus.Registry
+	// pending: something was recorded since the last write began; the
+	// record that sets it wakes the writer, which sleeps while nothing
+	// happens (no timer ticks on an idle machine).
+	pending atomic.Bool
+	wake    chan struct{}
+
+	uevents   [4][3]atomic.Uint64 // [action][source]
+	rescans   [5]atomic.Uint64    // [reason]
+	overflows atomic.Uint64
+	loadErrs  atomic.Uint64
+
+	changes      sync.Map // attrRule -> *atomic.Uint64
+	applyErrors  sync.Map // attribute -> *atomic.Uint64
+	driftRepairs sync.Map // attribute -> *atomic.Uint64
+
+	latency prometheus.Histogram
+	burst   burstLog
+
+	mu         sync.Mutex // guards what follows
+	path       string
+	disks      map[DiskKind]int
+	reloaded   bool
+	reloadOK   bool
+	reloadAt   time.Time
+	probes     map[string][]ProbeResult // by disk
+	writeErr   error
+	writeCount int
+}
+
+type attrRule struct{ attribute, rule string }
+
+// DiskKind groups managed disks for iosched_disks_managed.
+type DiskKind struct {
+	Class     string
+	Scheduler string // "" on a bio-based disk: shown as "none"
+}
+
+// ProbeResult is one scheduler's figures from a probe of one disk.
+type ProbeResult struct {
+	Scheduler string
+	// IOPS is the deep-queue read rate, QD1IOPS the rate at depth 1.
+	IOPS, QD1IOPS float64
+	// P99 is the deep-queue read latency's 99th percentile, QD1P99 at
+	// depth 1.
+	P99, QD1P99 time.Duration
+	// Chosen marks the scheduler the probe decided on.
+	Chosen bool
+}
+
+// New makes a recorder with a registry of its own (nothing of the Go
+// runtime or the process: node_exporter reports the machine).
+func New(opts Options) *Recorder {
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	r := &Recorder{
+		opts:   opts,
+		path:   opts.Path,
+		wake:   make(chan struct{}, 1),
+		reg:    prometheus.NewRegistry(),
+		disks:  map[DiskKind]int{},
+		probes: map[string][]ProbeResult{},
+	}
+	r.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "iosched_uevent_to_applied_seconds",
+		Help: "Time from a disk's uevent to its settings applied, in seconds.",
+		// A pass on an idle machine (about a millisecond) to a burst of a
+		// thousand disks behind a slow one (seconds).
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	})
+	r.reg.MustRegister(r.latency, collector{r: r, d: newDescs()})
+	return r
+}
+
+// Uevent counts a uevent the daemon received, by action (add, change,
+// remove) and source (kernel, udev).
+func (r *Recorder) Uevent(action, source string) {
+	r.uevents[actionIndex(action)][sourceIndex(source)].Add(1)
+	r.mark()
+}
+
+// Rescan counts a scan of every disk, by reason: start, overflow,
+// reconcile, reload.
+func (r *Recorder) Rescan(reason string) {
+	r.rescans[reasonIndex(reason)].Add(1)
+	r.mark()
+}
+
+// Overflow counts an overflow of the uevent socket (ENOBUFS): uevents were
+// lost, and a rescan follows.
+func (r *Recorder) Overflow() {
+	r.overflows.Add(1)
+	r.mark()
+}
+
+// Changed counts a value written and kept, by attribute and by the rule
+// that set it; drift marks a repair of a value the policy had already set.
+func (r *Recorder) Changed(attribute, rule string, drift bool) {
+	add(&r.changes, attrRule{attribute, rule})
+	if drift {
+		add(&r.driftRepairs, attribute)
+	}
+	r.mark()
+}
+
+// ApplyFailed counts a write that failed or that the kernel did not keep.
+func (r *Recorder) ApplyFailed(attribute string) {
+	add(&r.applyErrors, attribute)
+	r.mark()
+}
+
+// Applied records the time from a disk's uevent (received) to its
+// settings applied (now), in the histogram and in the last burst.
+func (r *Recorder) Applied(received time.Time) {
+	now := time.Now()
+	d := now.Sub(received)
+	r.latency.Observe(d.Seconds())
+	r.burst.add(now, d)
+	r.mark()
+}
+
+// Reloaded records a policy load after start: err nil when the new policy
+// is in force, else the load's failure (counted as a policy load error; the
+// old policy stays).
+func (r *Recorder) Reloaded(err error) {
+	if err != nil {
+		r.loadErrs.Add(1)
+	}
+	r.mu.Lock()
+	r.reloaded, r.reloadOK, r.reloadAt = true, err == nil, time.Now()
+	r.mu.Unlock()
+	r.mark()
+}
+
+// SetDisks replaces the count of managed disks by class and scheduler. It
+// is meant for when the set of disks or their schedulers changed, not for
+// every pass; an unchanged count marks nothing to write.
+func (r *Recorder) SetDisks(counts map[DiskKind]int) {
+	clean := make(map[DiskKind]int, len(counts))
+	for k, n := range counts {
+		if k.Scheduler == "" {
+			k.Scheduler = "none"
+		}
+		if n > 0 {
+			clean[k] += n
+		}
+	}
+	r.mu.Lock()
+	same := maps.Equal(r.disks, clean)
+	r.disks = clean
+	r.mu.Unlock()
+	if !same {
+		r.mark()
+	}
+}
+
+// SetProbe replaces a disk's probe figures, one entry per scheduler
+// measured.
+func (r *Recorder) SetProbe(disk string, results []ProbeResult) {
+	r.mu.Lock()
+	r.probes[disk] = append([]ProbeResult(nil), results...)
+	r.mu.Unlock()
+	r.mark()
+}
+
+// ForgetProbe drops a disk's probe figures (the disk went away), so a
+// machine whose disks come and go does not grow the file without end.
+func (r *Recorder) ForgetProbe(disk string) {
+	r.mu.Lock()
+	_, had := r.probes[disk]
+	delete(r.probes, disk)
+	r.mu.Unlock()
+	if had {
+		r.mark()
+	}
+}
+
+// mark notes that the file is out of date. Only the first record after a
+// write wakes the writer: the rest of a burst costs an atomic load each.
+func (r *Recorder) mark() {
+	if !r.pending.Load() && r.pending.CompareAndSwap(false, true) {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func add[K comparable](m *sync.Map, k K) {
+	c, ok := m.Load(k)
+	if !ok {
+		c, _ = m.LoadOrStore(k, new(atomic.Uint64))
+	}
+	c.(*atomic.Uint64).Add(1)
+}
+
+// buildInfo is the version, VCS revision and Go release of this binary.
+func buildInfo(version string) (v, revision, goVersion string) {
+	v, revision, goVersion = version, "unknown", "unknown"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	goVersion = bi.GoVersion
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	if v == "" {
+		v = bi.Main.Version
+	}
+	return
+}

@@ -1,0 +1,387 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// parse reads a written file as node_exporter's textfile collector does.
+func parse(t *testing.T, b []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("the metrics file does not parse: %v\n%s", err, b)
+	}
+	return fams
+}
+
+// value finds the sample of family name whose labels include want (a
+// histogram's sample count for a histogram); ok false when there is none.
+func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// waitWrites waits until r has written at least n files.
+func waitWrites(t *testing.T, r *Recorder, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Writes() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes after 5 s, want %d (last error: %v)", r.Writes(), n, r.WriteError())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func start(t *testing.T, opts Options) (*Recorder, func()) {
+	t.Helper()
+	r := New(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	return r, func() { cancel(); <-done }
+}
+
+func TestFileCoversEveryMetric(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "iosched.prom")
+	r, stop := start(t, Options{Path: path, Version: "v1.2.3", Interval: 10 * time.Millisecond})
+	for range 3 {
+		r.Uevent("add", "kernel")
+	}
+	r.Uevent("remove", "udev")
+	r.Uevent("bind", "kernel")  // not a disk action iosched knows
+	r.Uevent("add", "netlink?") // nor a source
+	r.Rescan("start")
+	r.Rescan("overflow")
+	r.Rescan("reload")
+	r.Rescan("reconcile")
+	r.Rescan("reconcile")
+	r.Rescan("whim")
+	r.Overflow()
+	r.Changed("scheduler", "virtio: none", false)
+	r.Changed("scheduler", "virtio: none", true)
+	r.Changed("nr_requests", "virtio: none", false)
+	r.ApplyFailed("nr_requests")
+	r.Reloaded(errors.New("policy.toml:3:1: unknown key"))
+	r.Reloaded(nil)
+	received := time.Now().Add(-30 * time.Millisecond)
+	r.Applied(received)
+	r.Applied(received)
+	r.SetDisks(map[DiskKind]int{{"virtio", "none"}: 3, {"loop", "mq-deadline"}: 2, {"ram", ""}: 1, {"nvme", "none"}: 0})
+	r.SetProbe("vda", []ProbeResult{
+		{Scheduler: "none", IOPS: 143000, QD1IOPS: 9000, P99: 900 * time.Microsecond, QD1P99: 200 * time.Microsecond, Chosen: true},
+		{Scheduler: "mq-deadline", IOPS: 120000, QD1IOPS: 8800, P99: time.Millisecond, QD1P99: 210 * time.Microsecond},
+	})
+	r.SetProbe("vdb", []ProbeResult{{Scheduler: "none", IOPS: 1}})
+	r.ForgetProbe("vdb")
+	before := r.Writes()
+	waitWrites(t, r, before+1)
+	stop()
+
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := parse(t, b)
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"iosched_uevents_total", map[string]string{"action": "add", "source": "kernel"}, 3},
+		{"iosched_uevents_total", map[string]string{"action": "remove", "source": "udev"}, 1},
+		{"iosched_uevents_total", map[string]string{"action": "other", "source": "kernel"}, 1},
+		{"iosched_uevents_total", map[string]string{"action": "add", "source": "other"}, 1},
+		{"iosched_uevents_total", map[string]string{"action": "change", "source": "kernel"}, 0},
+		{"iosched_rescans_total", map[string]string{"reason": "start"}, 1},
+		{"iosched_rescans_total", map[string]string{"reason": "overflow"}, 1},
+		{"iosched_rescans_total", map[string]string{"reason": "reload"}, 1},
+		{"iosched_rescans_total", map[string]string{"reason": "reconcile"}, 2},
+		{"iosched_rescans_total", map[string]string{"reason": "other"}, 1},
+		{"iosched_uevent_overflows_total", nil, 1},
+		{"iosched_changes_total", map[string]string{"attribute": "scheduler", "rule": "virtio: none"}, 2},
+		{"iosched_changes_total", map[string]string{"attribute": "nr_requests", "rule": "virtio: none"}, 1},
+		{"iosched_drift_repairs_total", map[string]string{"attribute": "scheduler"}, 1},
+		{"iosched_apply_errors_total", map[string]string{"attribute": "nr_requests"}, 1},
+		{"iosched_policy_load_errors_total", nil, 1},
+		{"iosched_last_reload_success", nil, 1},
+		{"iosched_uevent_to_applied_seconds", nil, 2},
+		{"iosched_disks_managed", map[string]string{"class": "virtio", "scheduler": "none"}, 3},
+		{"iosched_disks_managed", map[string]string{"class": "loop", "scheduler": "mq-deadline"}, 2},
+		{"iosched_disks_managed", map[string]string{"class": "ram", "scheduler": "none"}, 1},
+		{"iosched_probe_iops", map[string]string{"disk": "vda", "scheduler": "none", "depth": "deep"}, 143000},
+		{"iosched_probe_iops", map[string]string{"disk": "vda", "scheduler": "mq-deadline", "depth": "1"}, 8800},
+		{"iosched_probe_read_latency_p99_seconds", map[string]string{"disk": "vda", "scheduler": "none", "depth": "1"}, 0.0002},
+		{"iosched_probe_chosen", map[string]string{"disk": "vda", "scheduler": "none"}, 1},
+		{"iosched_probe_chosen", map[string]string{"disk": "vda", "scheduler": "mq-deadline"}, 0},
+		{"iosched_build_info", map[string]string{"version": "v1.2.3"}, 1},
+	} {
+		got, ok := value(fams, tc.name, tc.labels)
+		if !ok || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s%v = %v (found %v), want %v", tc.name, tc.labels, got, ok, tc.want)
+		}
+	}
+	if _, ok := value(fams, "iosched_disks_managed", map[string]string{"class": "nvme"}); ok {
+		t.Errorf("a class with no disk is reported")
+	}
+	if _, ok := value(fams, "iosched_probe_iops", map[string]string{"disk": "vdb"}); ok {
+		t.Errorf("a forgotten disk's probe is still reported")
+	}
+	at, _ := value(fams, "iosched_last_reload_timestamp_seconds", nil)
+	if d := time.Since(time.Unix(int64(at), 0)); d < 0 || d > time.Minute {
+		t.Errorf("iosched_last_reload_timestamp_seconds %v is not now", at)
+	}
+	// The latency histogram holds the 30 ms in its 0.05 s bucket.
+	h := fams["iosched_uevent_to_applied_seconds"].Metric[0].Histogram
+	for _, bk := range h.Bucket {
+		if bk.GetUpperBound() == 0.025 && bk.GetCumulativeCount() != 0 || bk.GetUpperBound() == 0.05 && bk.GetCumulativeCount() != 2 {
+			t.Errorf("bucket le=%v holds %d", bk.GetUpperBound(), bk.GetCumulativeCount())
+		}
+	}
+	// Conventions: counters end in _total, every family has its help, no
+	// label on a counter names a disk.
+	for name, f := range fams {
+		if (f.GetType() == dto.MetricType_COUNTER) != strings.HasSuffix(name, "_total") {
+			t.Errorf("%s: type %v", name, f.GetType())
+		}
+		if f.GetHelp() == "" {
+			t.Errorf("%s: no help", name)
+		}
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "disk" && f.GetType() != dto.MetricType_GAUGE {
+					t.Errorf("%s: a per-disk label on a %v", name, f.GetType())
+				}
+			}
+		}
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("the file's mode: %v %v, want 0644 (node_exporter runs as another user)", st.Mode(), err)
+	}
+}
+
+// The file is written at most once an interval, and not at all while
+// nothing changes.
+func TestWritesOnlyWhenChangedAndAtMostOnceAnInterval(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "iosched.prom")
+	const interval = 20 * time.Millisecond
+	r, stop := start(t, Options{Path: path, Interval: interval})
+	defer stop()
+	waitWrites(t, r, 1) // the first tick writes the file
+	first, _ := os.Stat(path)
+
+	time.Sleep(10 * interval)
+	if n := r.Writes(); n != 1 {
+		t.Errorf("%d writes with nothing recorded, want 1", n)
+	}
+	if st, _ := os.Stat(path); !st.ModTime().Equal(first.ModTime()) {
+		t.Errorf("the file was rewritten with nothing recorded")
+	}
+	r.SetDisks(nil) // no disks, as before: nothing changed
+	time.Sleep(5 * interval)
+	if n := r.Writes(); n != 1 {
+		t.Errorf("%d writes after an unchanged disk count, want 1", n)
+	}
+
+	// A burst: records as fast as they come, for 20 intervals.
+	begin := time.Now()
+	for time.Since(begin) < 20*interval {
+		r.Uevent("add", "kernel")
+		r.Applied(time.Now())
+	}
+	elapsed := time.Since(begin)
+	waitWrites(t, r, 2)
+	if n, most := r.Writes()-1, int(elapsed/interval)+2; n > most {
+		t.Errorf("%d writes in %v of records, want at most %d (one an interval)", n, elapsed, most)
+	}
+}
+
+// node_exporter may read the file at any moment: it is always whole.
+func TestFileAlwaysWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "iosched.prom")
+	r, stop := start(t, Options{Path: path, Interval: time.Millisecond})
+	defer stop()
+	waitWrites(t, r, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; r.Writes() < 50; i++ {
+			r.Changed("scheduler", "rule "+string(rune('a'+i%20)), false)
+		}
+	}()
+	for reads := 0; r.Writes() < 50; reads++ {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fams := parse(t, b)
+		if fams["iosched_build_info"] == nil || fams["iosched_uevent_to_applied_seconds"] == nil {
+			t.Fatalf("a partial file:\n%s", b)
+		}
+	}
+	wg.Wait()
+	stop()
+	// Nothing but the file in the directory: the temporary files are gone.
+	if es, _ := os.ReadDir(filepath.Dir(path)); len(es) != 1 {
+		t.Errorf("%d entries in the directory, want 1", len(es))
+	}
+}
+
+// A write that fails is reported and tried again; none is lost.
+func TestFailedWriteIsRetried(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "node-exporter")
+	path := filepath.Join(dir, "iosched.prom")
+	r, stop := start(t, Options{Path: path, Interval: 5 * time.Millisecond})
+	defer stop()
+	r.Overflow()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.WriteError() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no write error with the directory missing")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := r.WriteError(); !strings.Contains(err.Error(), path) {
+		t.Errorf("the error does not name the file: %v", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitWrites(t, r, 1)
+	if err := r.WriteError(); err != nil {
+		t.Errorf("still an error after a write succeeded: %v", err)
+	}
+	b, _ := os.ReadFile(path)
+	if v, _ := value(parse(t, b), "iosched_uevent_overflows_total", nil); v != 1 {
+		t.Errorf("the overflow recorded before the failure is lost: %v", v)
+	}
+}
+
+// A reloaded policy may name another file, or none.
+func TestSetPath(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.prom"), filepath.Join(dir, "b.prom")
+	r, stop := start(t, Options{Path: a, Interval: 5 * time.Millisecond})
+	defer stop()
+	waitWrites(t, r, 1)
+	r.SetPath(b)
+	waitWrites(t, r, 2)
+	if _, err := os.Stat(b); err != nil {
+		t.Fatalf("the new file is not written: %v", err)
+	}
+	r.SetPath("")
+	time.Sleep(20 * time.Millisecond)
+	n := r.Writes()
+	r.Overflow()
+	time.Sleep(50 * time.Millisecond)
+	if r.Writes() != n {
+		t.Errorf("written with no path")
+	}
+	r.SetPath(a)
+	waitWrites(t, r, n+1)
+	bb, _ := os.ReadFile(a)
+	if v, _ := value(parse(t, bb), "iosched_uevent_overflows_total", nil); v != 1 {
+		t.Errorf("overflows = %v after the path came back, want 1", v)
+	}
+}
+
+func TestStopWritesWhatIsLeft(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "iosched.prom")
+	r, stop := start(t, Options{Path: path, Interval: time.Hour})
+	r.Rescan("start")
+	stop()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("nothing written at stop: %v", err)
+	}
+	if v, _ := value(parse(t, b), "iosched_rescans_total", map[string]string{"reason": "start"}); v != 1 {
+		t.Errorf("rescans{start} = %v, want 1", v)
+	}
+}
+
+func TestLastBurst(t *testing.T) {
+	r := New(Options{})
+	if b := r.LastBurst(); b.Disks != 0 {
+		t.Errorf("no disk applied yet: %+v", b)
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	// An earlier burst, 2 s before: all slow.
+	for i := range 10 {
+		r.burst.add(t0.Add(time.Duration(i)*time.Millisecond), 5*time.Second)
+	}
+	// The last one: 100 disks, 1..100 ms, applied 5 ms apart (in shuffled
+	// order), ending 2 s after the first burst's end.
+	start := t0.Add(2 * time.Second)
+	for i := range 100 {
+		k := (i * 37) % 100
+		r.burst.add(start.Add(time.Duration(k)*5*time.Millisecond), time.Duration(k+1)*time.Millisecond)
+	}
+	b := r.LastBurst()
+	if b.Disks != 100 || b.P50 != 50*time.Millisecond || b.P99 != 99*time.Millisecond || b.Max != 100*time.Millisecond ||
+		!b.Start.Equal(start) || !b.End.Equal(start.Add(495*time.Millisecond)) || b.Truncated {
+		t.Errorf("last burst: %+v", b)
+	}
+}
+
+func TestPercentileIndex(t *testing.T) {
+	for _, tc := range []struct{ n, p, want int }{{1, 50, 0}, {1, 99, 0}, {2, 50, 0}, {2, 99, 1}, {100, 50, 49}, {100, 99, 98}, {1000, 99, 989}} {
+		if got := percentileIndex(tc.n, tc.p); got != tc.want {
+			t.Errorf("percentileIndex(%d, %d) = %d, want %d", tc.n, tc.p, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkRecordBurst is the hot path: what one disk of a burst costs the
+// daemon's pass in recording (a uevent, two changes, the latency).
+//
+//	go test -run '^$' -bench RecordBurst ./metrics
+func BenchmarkRecordBurst(b *testing.B) {
+	r := New(Options{})
+	received := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r.Uevent("add", "kernel")
+			r.Changed("scheduler", "bench loops", false)
+			r.Changed("nr_requests", "bench loops", false)
+			r.Applied(received)
+		}
+	})
+}

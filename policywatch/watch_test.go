@@ -1,0 +1,244 @@
+package policywatch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+const debounce = 50 * time.Millisecond
+
+// follow starts a watcher on path (or, with path "", on the default
+// locations file and dir) and stops it at the end of the test.
+func follow(t *testing.T, path, file, dir string) *Watcher {
+	t.Helper()
+	w, err := newWatcher(Options{Path: path, Debounce: debounce, Log: slog.New(slog.DiscardHandler)}, file, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return w
+}
+
+// expect waits for exactly n signals: n within a generous time, then none
+// for several debounce times more.
+func expect(t *testing.T, w *Watcher, n int, what string) {
+	t.Helper()
+	got := 0
+	timeout := time.After(5 * time.Second)
+	for got < n {
+		select {
+		case <-w.Changed():
+			got++
+		case <-timeout:
+			t.Fatalf("%s: %d reload signal(s) in 5 s, want %d", what, got, n)
+		}
+	}
+	select {
+	case <-w.Changed():
+		t.Errorf("%s: more than %d reload signal(s)", what, n)
+	case <-time.After(6 * debounce):
+	}
+}
+
+func write(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const rule = "[[rule]]\nname = %q\n[rule.match]\nclass = \"loop\"\n"
+
+// kubeletDir lays out a ConfigMap volume as kubelet does
+// (pkg/volume/util/atomic_writer.go): the keys' files in a timestamped
+// directory, ..data a link to it, and one link per key through ..data.
+func kubeletDir(t *testing.T, keys map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	ts := "..2026_11_30_15_00_00.000000001"
+	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range keys {
+		write(t, filepath.Join(dir, ts, k), v)
+		symlink(t, filepath.Join("..data", k), filepath.Join(dir, k))
+	}
+	symlink(t, ts, filepath.Join(dir, "..data"))
+	return dir
+}
+
+// kubeletUpdate does what kubelet does on a ConfigMap update: write the
+// new keys into a new timestamped directory, point ..data_tmp at it,
+// rename ..data_tmp over ..data (the one atomic step), add the links of
+// new keys, remove the old directory and the links of keys gone.
+func kubeletUpdate(t *testing.T, dir string, n int, keys map[string]string) {
+	t.Helper()
+	old, err := os.Readlink(filepath.Join(dir, "..data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := fmt.Sprintf("..2026_11_30_15_%02d_00.%09d", n, n)
+	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range keys {
+		write(t, filepath.Join(dir, ts, k), v)
+	}
+	symlink(t, ts, filepath.Join(dir, "..data_tmp"))
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys {
+		if _, err := os.Lstat(filepath.Join(dir, k)); os.IsNotExist(err) {
+			symlink(t, filepath.Join("..data", k), filepath.Join(dir, k))
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, old))
+	for _, e := range entries {
+		if _, still := keys[e.Name()]; !still {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A ConfigMap mounted at /etc/iosched with one key, policy.toml, and the
+// daemon run with --policy /etc/iosched/policy.toml: the file itself (a
+// link through ..data) never changes, only what ..data points to.
+func TestKubeletConfigMapFileKey(t *testing.T) {
+	dir := kubeletDir(t, map[string]string{"policy.toml": fmt.Sprintf(rule, "v1")})
+	w := follow(t, filepath.Join(dir, "policy.toml"), "", "")
+	expect(t, w, 0, "at start")
+
+	kubeletUpdate(t, dir, 1, map[string]string{"policy.toml": fmt.Sprintf(rule, "v2")})
+	expect(t, w, 1, "the first update")
+	kubeletUpdate(t, dir, 2, map[string]string{"policy.toml": fmt.Sprintf(rule, "v3")})
+	expect(t, w, 1, "the second update (the new timestamped directory is followed)")
+	// kubelet resyncs without a change: same data in a new directory.
+	kubeletUpdate(t, dir, 3, map[string]string{"policy.toml": fmt.Sprintf(rule, "v3")})
+	expect(t, w, 0, "an update with the same data")
+}
+
+// A ConfigMap with several keys mounted as the policy directory
+// (--policy /etc/iosched/policy.d): an update that adds a key.
+func TestKubeletConfigMapDirectory(t *testing.T) {
+	dir := kubeletDir(t, map[string]string{"10-base.toml": fmt.Sprintf(rule, "base")})
+	w := follow(t, dir, "", "")
+	kubeletUpdate(t, dir, 1, map[string]string{"10-base.toml": fmt.Sprintf(rule, "base"), "20-more.toml": fmt.Sprintf(rule, "more")})
+	expect(t, w, 1, "a key added")
+	kubeletUpdate(t, dir, 2, map[string]string{"20-more.toml": fmt.Sprintf(rule, "more")})
+	expect(t, w, 1, "a key removed")
+}
+
+// A plain file: written in place, saved by an editor (a new file renamed
+// over it), touched without a change.
+func TestPlainFileEdits(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "policy.toml")
+	write(t, p, fmt.Sprintf(rule, "v1"))
+	w := follow(t, p, "", "")
+
+	write(t, p, fmt.Sprintf(rule, "v2"))
+	expect(t, w, 1, "an edit in place")
+
+	tmp := filepath.Join(dir, ".policy.toml.swp")
+	write(t, tmp, fmt.Sprintf(rule, "v3"))
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, w, 1, "an editor's save by rename")
+
+	// Many writes in a burst are one reload.
+	for i := range 20 {
+		write(t, p, fmt.Sprintf(rule, fmt.Sprint("burst ", i)))
+		time.Sleep(debounce / 10)
+	}
+	expect(t, w, 1, "a burst of writes")
+
+	write(t, p, fmt.Sprintf(rule, "burst 19"))
+	expect(t, w, 0, "the same text written again")
+	write(t, filepath.Join(dir, "unrelated.toml"), "x")
+	expect(t, w, 0, "another file in the directory")
+
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, w, 1, "the file removed (the reload reports it; the old policy stays)")
+}
+
+// The default locations: the main file, and policy.d created after the
+// daemon started, then a drop-in added, a hidden file (an editor's), and a
+// file that is not *.toml.
+func TestDefaultLocationsDropIn(t *testing.T) {
+	etc := t.TempDir()
+	file, dropIn := filepath.Join(etc, "policy.toml"), filepath.Join(etc, "policy.d")
+	write(t, file, fmt.Sprintf(rule, "main"))
+	w := follow(t, "", file, dropIn)
+
+	if err := os.Mkdir(dropIn, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, w, 0, "an empty policy.d created")
+	write(t, filepath.Join(dropIn, "50-new.toml"), fmt.Sprintf(rule, "new"))
+	expect(t, w, 1, "a new file in policy.d")
+	write(t, filepath.Join(dropIn, ".50-new.toml.swp"), "junk")
+	write(t, filepath.Join(dropIn, "README"), "junk")
+	expect(t, w, 0, "a hidden file and a file not named *.toml")
+	write(t, filepath.Join(dropIn, "50-new.toml"), fmt.Sprintf(rule, "edited"))
+	expect(t, w, 1, "a drop-in edited")
+	write(t, file, fmt.Sprintf(rule, "main edited"))
+	expect(t, w, 1, "the main file edited")
+}
+
+// A FIFO put in a policy file's place must not block the watcher (opening
+// it would wait for a writer): it is a change, signalled, and the watcher
+// goes on.
+func TestFIFOInPlaceDoesNotBlock(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "policy.toml")
+	write(t, p, fmt.Sprintf(rule, "v1"))
+	w := follow(t, dir, "", "")
+	fifo := filepath.Join(dir, "20-fifo.toml")
+	if err := mkfifo(fifo); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, w, 1, "a FIFO added")
+	write(t, p, fmt.Sprintf(rule, "v2"))
+	expect(t, w, 1, "an edit after the FIFO")
+}
+
+// Signals not taken are coalesced: a daemon busy reloading gets one more,
+// not a queue of them.
+func TestSignalsCoalesce(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "policy.toml")
+	write(t, p, fmt.Sprintf(rule, "v1"))
+	w := follow(t, p, "", "")
+	for i := range 3 {
+		write(t, p, fmt.Sprintf(rule, fmt.Sprint("v", i+2)))
+		time.Sleep(4 * debounce)
+	}
+	expect(t, w, 1, "three changes not taken")
+}
