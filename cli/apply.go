@@ -124,7 +124,7 @@ const applyParallel = 1024
 // contrib/bench/README.md).
 func moreProcs() {
 	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
+		runtime.GOMAXPROCS(2 * runtime.NumCPU())
 	}
 }
 

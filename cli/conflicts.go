@@ -33,13 +33,15 @@ func (e *env) loadWriters() (*writers.Set, []string) {
 // tuned profile setting that could apply to the disk and would leave a
 // setting the policy makes at another value, and returns what could not
 // be read.
-func (e *env) warnWriters(as []assessment) []string {
+func (e *env) warnWriters(rs []diskResult) []string {
 	set, problems := e.loadWriters()
 	if set.Empty() {
 		return problems
 	}
-	for i := range as {
-		as[i].plan.Warnings = append(as[i].plan.Warnings, writerWarnings(set, as[i])...)
+	for i := range rs {
+		if r := &rs[i]; r.err == nil {
+			r.plan.Warnings = append(r.plan.Warnings, writerWarnings(set, r.assessment)...)
+		}
 	}
 	return problems
 }

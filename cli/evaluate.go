@@ -94,27 +94,57 @@ func (e *env) assess(names []string, sc func(*policy.Policy) readScope, limit in
 	for _, n := range dedupe(names) {
 		results = append(results, diskResult{name: n})
 	}
+	// Named disks are opened first, all of them: a partition named where a
+	// disk is expected is a mistake in the command, not a disk that went
+	// away, and the whole command is refused before anything is written.
+	var opened []*sysfs.Disk
+	var openErrs []error
+	if !all {
+		opened, openErrs = make([]*sysfs.Disk, len(results)), make([]error, len(results))
+		concurrently(len(results), limit, func(i int) {
+			opened[i], openErrs[i] = fs.OpenDisk(results[i].name)
+		})
+		if msg := partitionsNamed(openErrs); msg != "" {
+			for _, d := range opened {
+				if d != nil {
+					d.Close()
+				}
+			}
+			return nil, nil, nil, &ExitError{Code: 1, Msg: msg}
+		}
+	}
 	concurrently(len(results), limit, func(i int) {
 		r := &results[i]
-		dev, disk, err := e.readDisk(fs, r.name, scope)
+		var disk *sysfs.Disk
+		var err error
+		if opened != nil {
+			disk, err = opened[i], openErrs[i]
+		} else {
+			disk, err = fs.OpenDisk(r.name)
+		}
 		if err != nil {
 			r.err = err
 			return
 		}
 		defer disk.Close()
+		dev, err := e.readDisk(fs, disk, r.name, scope)
+		if err != nil {
+			r.err = err
+			return
+		}
 		ev := p.Evaluate(dev)
 		r.assessment = assessment{dev: dev, eval: ev, plan: plan.For(dev, ev)}
 		if then != nil {
 			then(r, disk)
 		}
 	})
+	warnings = append(warnings, e.warnWriters(results)...)
 	as := make([]assessment, 0, len(results))
 	for _, r := range results {
 		if r.err == nil {
 			as = append(as, r.assessment)
 		}
 	}
-	warnings = append(warnings, e.warnWriters(as)...)
 	// Named disks: the rules for the others are not expected to match.
 	if all && !slices.Equal(p.Sources, []string{policy.EmbeddedName}) {
 		warnings = append(warnings, unmatchedRules(p, as)...)
@@ -122,9 +152,9 @@ func (e *env) assess(names []string, sc func(*policy.Policy) readScope, limit in
 	return p, results, warnings, nil
 }
 
-// readDisk opens a disk and reads what sc asks. The directory is returned
-// open (the caller closes it): writes made through it reach this disk or
-// fail, never another that took its name since.
+// readDisk reads what sc asks of an open disk. Writes made through the
+// open directory reach this disk or fail, never another that took its name
+// since.
 //
 // A disk whose queue/ directory is missing is being added or removed: the
 // kernel registers the queue after the disk's directory and unregisters it
@@ -132,23 +162,30 @@ func (e *env) assess(names []string, sc func(*policy.Policy) readScope, limit in
 // bio-based disk (no scheduler, no hardware queues), but every disk with a
 // registered queue has queue/, bio-based ones included; such a disk is
 // reported gone, not planned as bio-based.
-func (e *env) readDisk(fs sysfs.FS, name string, sc readScope) (*sysfs.Device, *sysfs.Disk, error) {
-	disk, err := fs.OpenDisk(name)
-	if err != nil {
-		return nil, nil, err
-	}
+func (e *env) readDisk(fs sysfs.FS, disk *sysfs.Disk, name string, sc readScope) (*sysfs.Device, error) {
 	dev, err := disk.Read(sc.facts, sysfs.Ident{})
-	if err == nil && dev.BioBased() && !queueDirExists(fs, dev) {
+	if err == nil && dev.Scheduler == nil && !queueDirExists(fs, dev) {
 		err = fmt.Errorf("%w: %s (it has no queue/ directory: being removed, or still being added)", sysfs.ErrNoDevice, name)
 	}
 	if err != nil {
-		disk.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	if sc.nowait {
 		devnode.NodesFor(e.sysfsRoot, e.devDir).Fill(dev)
 	}
-	return dev, disk, nil
+	return dev, nil
+}
+
+// partitionsNamed words the partitions among errs, one per line, or "".
+func partitionsNamed(errs []error) string {
+	var msgs []string
+	for _, err := range errs {
+		var pe *sysfs.PartitionError
+		if errors.As(err, &pe) {
+			msgs = append(msgs, printable(pe.Error()))
+		}
+	}
+	return strings.Join(msgs, "\niosched: ")
 }
 
 func queueDirExists(fs sysfs.FS, dev *sysfs.Device) bool {

@@ -68,11 +68,13 @@ func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, sk
 	sc := everything()
 	sc.nowait = nowait
 	concurrently(len(names), readLimit(), func(i int) {
-		d, disk, err := e.readDisk(fs, names[i], sc)
-		if err == nil {
-			disk.Close()
+		disk, err := fs.OpenDisk(names[i])
+		if err != nil {
+			errs[i] = err
+			return
 		}
-		read[i], errs[i] = d, err
+		read[i], errs[i] = e.readDisk(fs, disk, names[i], sc)
+		disk.Close()
 	})
 	devs = make([]*sysfs.Device, 0, len(names))
 	var missing []string
