@@ -29,6 +29,11 @@ type Daemon struct {
 	ReconcileInterval time.Duration
 	// RestoreOnExit puts back the values found before iosched changed them.
 	RestoreOnExit bool
+	// ProbeConcurrency, ProbeBudget (0: no limit) and ProbeResults (globs
+	// of seeded result files): see probe.go.
+	ProbeConcurrency int
+	ProbeBudget      time.Duration
+	ProbeResults     []string
 }
 
 // Rule is one [[rule]] table.
@@ -44,6 +49,7 @@ type Rule struct {
 	match    []cond
 	except   [][]cond
 	settings []Setting
+	probe    *Probe
 }
 
 // Label names the rule as errors and logs do: `rule 3 "ublk"`.
