@@ -92,6 +92,7 @@ daemon that follows hot-plug uevents.`,
 		newDaemonCmd(e),
 		newStatusCmd(e),
 		newReloadCmd(e),
+		newProbeCmd(e),
 	)
 	return root
 }
