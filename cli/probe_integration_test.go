@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/daemon"
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -225,5 +227,13 @@ func TestIntegrationProbeConcurrent(t *testing.T) {
 	}
 	if cur, _ := fs.ReadQueueAttr(l.Name, "scheduler"); cur != orig {
 		t.Errorf("scheduler %s, want %s", cur, orig)
+	}
+}
+
+// The probe's default state directory is the daemon's: results an admin's
+// `iosched probe` remembers are the daemon's to use.
+func TestProbeStateDirIsTheDaemons(t *testing.T) {
+	if probe.DefaultStateDir != daemon.DefaultStateDir {
+		t.Errorf("probe.DefaultStateDir %q, daemon.DefaultStateDir %q", probe.DefaultStateDir, daemon.DefaultStateDir)
 	}
 }
