@@ -11,7 +11,8 @@
 # the probe/fio ratio of every run. Reads only; the device and its file are
 # removed on every exit. See README.md ("probe against fio").
 #
-# Environment: RUNTIME (each measurement, default 2s), REPS (default 3).
+# Environment: RUNTIME (each measurement, default 2s), REPS (default 3),
+# ONLY (io_uring or psync: that engine only).
 set -euo pipefail
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -33,4 +34,4 @@ trap 'rm -rf "$WORK"' EXIT
 
 (cd "$REPO" && go build -o "$WORK/iosched" ./cmd/iosched && go build -o "$WORK/probevsfio" ./contrib/bench/cmd/probevsfio)
 echo "fio $(fio --version | sed 's/^fio-//'), kernel $(uname -r), $(nproc) CPUs, iosched at $(cd "$REPO" && git rev-parse --short HEAD)$(cd "$REPO" && git diff --quiet HEAD || echo '+changes')" >&2
-"$WORK/probevsfio" -iosched "$WORK/iosched" -runtime "${RUNTIME:-2s}" -reps "${REPS:-3}"
+"$WORK/probevsfio" -iosched "$WORK/iosched" -runtime "${RUNTIME:-2s}" -reps "${REPS:-3}" -only "${ONLY:-}"

@@ -34,6 +34,11 @@ const loopN = 7390
 type config struct {
 	engine string // probe's engine name; fio's is the same
 	depth  int    // io_uring: iodepth; psync: parallel readers (fio numjobs)
+	// fio is how fio is run: "default" (its defaults: one io_uring_enter
+	// a read), or "batched" (submitting all free slots at once and reaping
+	// up to depth completions a call, with registered buffers and file,
+	// as the probe's engine does).
+	fio string
 }
 
 type figure struct {
@@ -45,18 +50,19 @@ func main() {
 	runtime := flag.Duration("runtime", 2*time.Second, "each measurement")
 	reps := flag.Int("reps", 3, "repetitions, order alternating")
 	size := flag.Int64("size", 512<<20, "backing file size")
+	only := flag.String("only", "", "measure only this engine (io_uring or psync)")
 	flag.Parse()
 	if *iosched == "" {
 		fmt.Fprintln(os.Stderr, "probevsfio: -iosched is required")
 		os.Exit(2)
 	}
-	if err := run(*iosched, *runtime, *reps, *size); err != nil {
+	if err := run(*iosched, *runtime, *reps, *size, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "probevsfio:", err)
 		os.Exit(1)
 	}
 }
 
-func run(iosched string, runtime time.Duration, reps int, size int64) (err error) {
+func run(iosched string, runtime time.Duration, reps int, size int64, only string) (err error) {
 	name := looptest.Name(loopN)
 	if _, err := os.Stat("/sys/block/" + name); err == nil {
 		return fmt.Errorf("%s exists already: not ours, not touched", name)
@@ -88,7 +94,10 @@ func run(iosched string, runtime time.Duration, reps int, size int64) (err error
 	}
 	defer os.RemoveAll(state)
 
-	configs := []config{{"io_uring", 32}, {"psync", 8}}
+	configs := []config{{"io_uring", 32, "default"}, {"io_uring", 32, "batched"}, {"psync", 8, "default"}}
+	if only != "" {
+		configs = slices.DeleteFunc(configs, func(c config) bool { return c.engine != only })
+	}
 	scheds := []string{"none", "mq-deadline"}
 	type key struct {
 		c     config
@@ -133,13 +142,13 @@ func run(iosched string, runtime time.Duration, reps int, size int64) (err error
 				fio[k] = append(fio[k], ff[s])
 				probe[k] = append(probe[k], pf[s])
 				ratio[k] = append(ratio[k], pf[s].iops/ff[s].iops)
-				fmt.Fprintf(os.Stderr, "rep %d %s depth %d %s: fio %.0f IOPS %.2f µs/IO, probe %.0f IOPS %.2f µs/IO (%.2f)\n",
-					rep, c.engine, c.depth, s, ff[s].iops, ff[s].cpuPerIO, pf[s].iops, pf[s].cpuPerIO, pf[s].iops/ff[s].iops)
+				fmt.Fprintf(os.Stderr, "rep %d %s depth %d (fio %s) %s: fio %.0f IOPS %.2f µs/IO, probe %.0f IOPS %.2f µs/IO (%.2f)\n",
+					rep, c.engine, c.depth, c.fio, s, ff[s].iops, ff[s].cpuPerIO, pf[s].iops, pf[s].cpuPerIO, pf[s].iops/ff[s].iops)
 			}
 		}
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "engine\tdepth\tscheduler\tfio IOPS\tprobe IOPS\tprobe/fio (each run)\tfio CPU µs/IO\tprobe CPU µs/IO")
+	fmt.Fprintln(tw, "engine\tdepth\tfio run\tscheduler\tfio IOPS\tprobe IOPS\tprobe/fio (each run)\tfio CPU µs/IO\tprobe CPU µs/IO")
 	for _, c := range configs {
 		for _, s := range scheds {
 			k := key{c, s}
@@ -150,7 +159,7 @@ func run(iosched string, runtime time.Duration, reps int, size int64) (err error
 				}
 				rs += strconv.FormatFloat(r, 'f', 2, 64)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%.2f (%s)\t%.2f\t%.2f\n", c.engine, c.depth, s,
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.0f\t%.2f (%s)\t%.2f\t%.2f\n", c.engine, c.depth, c.fio, s,
 				med(fio[k], func(f figure) float64 { return f.iops }), med(probe[k], func(f figure) float64 { return f.iops }),
 				median(ratio[k]), rs,
 				med(fio[k], func(f figure) float64 { return f.cpuPerIO }), med(probe[k], func(f figure) float64 { return f.cpuPerIO }))
@@ -224,6 +233,11 @@ func runFio(name, sched string, c config, runtime time.Duration) (figure, error)
 		args = append(args, "--numjobs="+strconv.Itoa(c.depth), "--thread")
 	} else {
 		args = append(args, "--iodepth="+strconv.Itoa(c.depth))
+	}
+	if c.fio == "batched" {
+		d := strconv.Itoa(c.depth)
+		args = append(args, "--iodepth_batch_submit="+d, "--iodepth_batch_complete_min=1", "--iodepth_batch_complete_max="+d,
+			"--fixedbufs", "--registerfiles")
 	}
 	cmd := exec.Command("fio", args...)
 	cmd.Stderr = os.Stderr
