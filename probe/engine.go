@@ -46,6 +46,9 @@ type Job struct {
 	// Check, when set, is given each completed read's data (tests compare
 	// engines with it). It may be called from several goroutines.
 	Check func(off int64, data []byte)
+	// PlainBuffers keeps io_uring from registering its buffers (for the
+	// benchmark that measures what registering gains).
+	PlainBuffers bool
 }
 
 // Sample is what one Run did.
@@ -160,7 +163,9 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		return nil, err
 	}
 	defer unix.Munmap(mem)
-	r.register(bufs)
+	if !j.PlainBuffers {
+		r.register(bufs)
+	}
 
 	next := j.offsets(0)
 	s := &Sample{Latencies: make([]uint32, 0, 1<<16), WorkerRuns: workerRuns()}
