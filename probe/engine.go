@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -344,9 +343,4 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		return s, errs[0]
 	}
 	return s, nil
-}
-
-// errorsIsGone reports whether a read error means the disk went away.
-func errorsIsGone(err error) bool {
-	return errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EIO)
 }
