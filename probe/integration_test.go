@@ -327,7 +327,13 @@ func TestIntegrationProbe(t *testing.T) {
 		if got, _ := RecoverInterrupted(state, fs); len(got) != 0 {
 			t.Errorf("recovered a running probe's record: %+v", got)
 		}
+		if !Probing(state, l.Name) {
+			t.Error("Probing is false while the lock is held")
+		}
 		lk.release()
+		if Probing(state, l.Name) {
+			t.Error("Probing is true after the lock was released")
+		}
 		os.Remove(originalsPath(state, l.Name))
 	})
 }

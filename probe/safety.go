@@ -88,6 +88,13 @@ func lockFree(stateDir, name string) bool {
 	return true
 }
 
+// Probing reports whether a probe of the disk is running now (its lock in
+// stateDir is held): the daemon must not repair the scheduler it switches
+// as drift, nor start another.
+func Probing(stateDir, name string) bool {
+	return sysfs.ValidateName(name) == nil && !lockFree(stateDir, name)
+}
+
 // Originals are the values of the settings a probe changes, as they were
 // before its first switch, kept in the state directory until they are back.
 type Originals struct {
