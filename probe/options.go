@@ -10,8 +10,9 @@ import (
 	"github.com/iosched/iosched/sysfs"
 )
 
-// Options say how to probe. The zero value of a field means its default
-// (see DefaultOptions); limits are policy's, shared with [rule.probe].
+// Options say how to probe. A zero field means its default (see
+// DefaultOptions), except Margin, where 0 is a margin of 0%: start from
+// DefaultOptions. The limits are policy's, shared with [rule.probe].
 type Options struct {
 	// Candidates are the schedulers to compare (at least two the disk
 	// offers). The incumbent is the disk's current scheduler when it is
