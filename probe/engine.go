@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -127,6 +128,15 @@ func latency(d time.Duration) uint32 {
 	return uint32(d)
 }
 
+// hangGrace is how long after a measurement's end its reads may take to
+// complete. A disk that does not answer (a dead nbd or iSCSI server) must
+// not hold the probe past its budget: the probe then ends with ErrStuck,
+// and restores the originals, within a second of the budget.
+const hangGrace = 500 * time.Millisecond
+
+// ErrStuck is a measurement whose reads did not complete in time.
+var ErrStuck = errors.New("the disk does not answer")
+
 // ReadError is a read that failed or came back short.
 type ReadError struct {
 	Off int64
@@ -161,7 +171,12 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Munmap(mem)
+	keepBuffers := false
+	defer func() {
+		if !keepBuffers {
+			unix.Munmap(mem)
+		}
+	}()
 	if !j.PlainBuffers {
 		r.register(bufs)
 	}
@@ -205,14 +220,22 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		if inflight == 0 {
 			break
 		}
-		if err := r.enter(1); err != nil {
-			// The ring cannot be trusted: nothing more can be waited
-			// for. Reads may be in flight into mem; leak it rather
-			// than unmap under the kernel's feet.
-			mem = nil
+		// Past the limit, waits of a millisecond: what completed is
+		// still reaped, and nothing waits for ever.
+		err := r.enter(1, max(time.Until(j.Deadline.Add(hangGrace)), time.Millisecond))
+		now = time.Now()
+		if errors.Is(err, errWaitTimedOut) && now.Before(j.Deadline.Add(hangGrace)) {
+			err = nil // woken early: wait again
+		}
+		if err != nil {
+			// Reads may still be in flight into the buffers: keep them
+			// mapped (the ring's teardown cancels or waits for them).
+			keepBuffers = true
+			if errors.Is(err, errWaitTimedOut) {
+				err = fmt.Errorf("%d reads did not complete within %s of the measurement's end: %w", inflight, hangGrace, ErrStuck)
+			}
 			return nil, err
 		}
-		now = time.Now()
 		r.reap(func(c uringCQE) {
 			slot := int(c.userData)
 			inflight--
@@ -264,7 +287,12 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Munmap(mem)
+	keepBuffers := false
+	defer func() {
+		if !keepBuffers {
+			unix.Munmap(mem)
+		}
+	}()
 	type result struct {
 		reads int64
 		lat   []uint32
@@ -329,7 +357,17 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 			}
 		}()
 	}
-	wg.Wait()
+	waited := make(chan struct{})
+	go func() { wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(time.Until(j.Deadline.Add(hangGrace))):
+		// A reader is stuck in pread. It writes into its buffer and
+		// results when (if) the read returns: leave both to it.
+		halt()
+		keepBuffers = true
+		return nil, fmt.Errorf("reads did not complete within %s of the measurement's end: %w", hangGrace, ErrStuck)
+	}
 	s := &Sample{Elapsed: time.Since(start), CPU: cpuTime() - cpu0, WorkerRuns: -1}
 	var errs []error
 	for _, r := range results {

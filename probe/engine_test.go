@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestEnginesOnAFile runs both engines over a patterned regular file (no
@@ -131,5 +134,31 @@ func TestOptionsValidateAndBudget(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("Validate does not report %q: %v", w, err)
 		}
+	}
+}
+
+// A disk that does not answer must not hold a measurement much past its
+// end: a pipe nobody writes to stands in for it (io_uring waits for its
+// reads as for a dead server's).
+func TestEngineStuck(t *testing.T) {
+	e, err := NewEngine(EngineIOUring)
+	if err != nil {
+		t.Skipf("io_uring not available here: %v", err)
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	start := time.Now()
+	_, err = e.Run(context.Background(), &Job{FD: p[0], BlockSize: 4096, Depth: 4, Deadline: start.Add(100 * time.Millisecond),
+		Offsets: func(int) func() (int64, bool) { return func() (int64, bool) { return 0, true } }})
+	took := time.Since(start)
+	if !errors.Is(err, ErrStuck) {
+		t.Fatalf("err = %v, want ErrStuck", err)
+	}
+	if took < 100*time.Millisecond+hangGrace || took > 100*time.Millisecond+hangGrace+300*time.Millisecond {
+		t.Errorf("gave up after %s; want the deadline plus %s", took, hangGrace)
 	}
 }

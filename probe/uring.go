@@ -1,11 +1,13 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -22,11 +24,13 @@ const (
 	ioringOffSQEs   = 0x10000000
 
 	ioringFeatSingleMmap = 1 << 0
+	ioringFeatExtArg     = 1 << 8
 
 	ioringOpRead      = 22
 	ioringOpReadFixed = 4
 
 	ioringEnterGetEvents = 1 << 0
+	ioringEnterExtArg    = 1 << 3
 
 	ioringRegisterBuffers = 0
 )
@@ -97,6 +101,21 @@ type ring struct {
 
 	// fixed: the buffers are registered, reads are READ_FIXED.
 	fixed bool
+	// extArg: waits can time out (IORING_FEAT_EXT_ARG, Linux 5.11).
+	extArg bool
+	// The timeout of a wait, and the argument that points to it: in the
+	// ring, on the heap, where they do not move (a goroutine's stack can,
+	// and the kernel reads the timespec through a plain address).
+	waitTS  unix.Timespec
+	waitArg getEventsArg
+}
+
+// getEventsArg is struct io_uring_getevents_arg.
+type getEventsArg struct {
+	sigmask     uint64
+	sigmaskSize uint32
+	minWaitUsec uint32
+	ts          uint64 // *struct __kernel_timespec
 }
 
 func newRing(entries uint32) (*ring, error) {
@@ -105,7 +124,7 @@ func newRing(entries uint32) (*ring, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", errno)
 	}
-	r := &ring{fd: int(fd)}
+	r := &ring{fd: int(fd), extArg: p.features&ioringFeatExtArg != 0}
 	sqSize := int(p.sqOff.array + p.sqEntries*4)
 	cqSize := int(p.cqOff.cqes + p.cqEntries*uint32(unsafe.Sizeof(uringCQE{})))
 	single := p.features&ioringFeatSingleMmap != 0
@@ -191,23 +210,42 @@ func (r *ring) queueRead(fd int, buf []byte, idx int, off int64, tag uint64) {
 	atomic.StoreUint32(r.sqTail, tail+1) // release: the entry is visible before the tail
 }
 
+// errWaitTimedOut: enter's wait ended at its timeout with fewer
+// completions than asked for.
+var errWaitTimedOut = errors.New("io_uring wait timed out")
+
 // enter submits the queued entries and waits until at least wait
-// completions are there.
-func (r *ring) enter(wait uint32) error {
+// completions are there, or until timeout passes (when the kernel can time
+// a wait out: Linux 5.11), then returning errWaitTimedOut.
+func (r *ring) enter(wait uint32, timeout time.Duration) error {
 	flags := uintptr(0)
 	if wait > 0 {
 		flags = ioringEnterGetEvents
+	}
+	useArg := wait > 0 && r.extArg
+	if useArg {
+		r.waitTS = unix.NsecToTimespec(int64(timeout))
+		r.waitArg = getEventsArg{ts: uint64(uintptr(unsafe.Pointer(&r.waitTS)))}
+		flags |= ioringEnterExtArg
 	}
 	for {
 		// Entries a call interrupted before it took them are still in
 		// the ring, after the kernel's head: submit what is there.
 		n := *r.sqTail - atomic.LoadUint32(r.sqHead)
-		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(n), uintptr(wait), flags, 0, 0)
+		var errno unix.Errno
+		if useArg {
+			_, _, errno = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(n), uintptr(wait), flags,
+				uintptr(unsafe.Pointer(&r.waitArg)), unsafe.Sizeof(r.waitArg))
+		} else {
+			_, _, errno = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(n), uintptr(wait), flags, 0, 0)
+		}
 		switch errno {
 		case 0:
 			return nil
 		case unix.EINTR:
 			continue
+		case unix.ETIME:
+			return errWaitTimedOut
 		}
 		return fmt.Errorf("io_uring_enter: %w", errno)
 	}
