@@ -93,7 +93,7 @@ otherwise (a refusal says why).`,
 			defer stop()
 			runner := &probe.Runner{FS: fs, DevDir: e.devDir, StateDir: stateDir, Store: store,
 				Progress: func(s string) { fmt.Fprintln(e.stderr, s) }}
-			var reports []*probe.Report
+			reports := []*probe.Report{}
 			var failures []string
 			for _, name := range args {
 				rep, err := runner.Probe(ctx, name, o, fresh, 0)
