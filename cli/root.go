@@ -98,6 +98,7 @@ daemon that follows hot-plug uevents.`,
 		newDaemonCmd(e),
 		newStatusCmd(e),
 		newReloadCmd(e),
+		newProbeCmd(e),
 	)
 	return root
 }

@@ -29,13 +29,17 @@
 //     read back equal, so iosched would rewrite them forever).
 //   - A rule without [rule.set] is valid: it names a kind of disk on purpose
 //     left as the kernel set it, and plan and explain show it matched.
-//   - [rule.probe] is reserved for a later version (measure the disk, then
-//     choose); it is an error today, so a policy written for that version is
-//     refused rather than half applied. New rule tables are added as a case
-//     in decoder.rule and a field of Rule.
+//   - [rule.probe] (probe.go) says how to measure a matching disk before
+//     choosing its scheduler: candidates, duration, rounds, depth,
+//     block_size, engine, choose, margin, max_age, each checked against the
+//     Probe* limits. A later matching rule's table replaces an earlier one's
+//     whole. New rule tables are added as a case in decoder.rule and a
+//     field of Rule.
 //   - [daemon]: uevent_source ("kernel" or "udev"), reconcile_interval (a Go
 //     duration, default DefaultReconcileInterval, "0" for off),
-//     restore_on_exit (default false), metrics_file (a *.prom path for
-//     node_exporter's textfile collector, default "": none). A later
+//     restore_on_exit (default false), probe_concurrency (default 1),
+//     probe_budget (total probe time per start, "0" no limit), probe_results
+//     (absolute globs of seeded result files), metrics_file (a *.prom path
+//     for node_exporter's textfile collector, default "": none). A later
 //     file's keys override an earlier file's, key by key.
 package policy

@@ -215,11 +215,6 @@ name = ""
 			},
 		},
 		{
-			name: "probe is reserved",
-			src:  "[[rule]]\nname = \"x\"\n[rule.probe]\nworkload = \"randread\"\n",
-			want: []string{`p.toml:3:1: rule 1 "x": probe: not supported yet: [rule.probe] is reserved for a later version that measures a disk before choosing its settings`},
-		},
-		{
 			name: "rule as a plain table",
 			src:  "[rule]\nname = \"x\"\n",
 			want: []string{`p.toml:1:1: rule: each rule starts with [[rule]] (an array of tables), not [rule]`},

@@ -43,7 +43,7 @@ func Parse(files ...File) (*Policy, error) {
 	p := &Policy{
 		Sources: []string{},
 		Rules:   []*Rule{},
-		Daemon:  Daemon{UeventSource: "kernel", ReconcileInterval: DefaultReconcileInterval},
+		Daemon:  Daemon{UeventSource: "kernel", ReconcileInterval: DefaultReconcileInterval, ProbeConcurrency: DefaultProbeConcurrency},
 	}
 	var all Errors
 	names := map[string]*Rule{}
@@ -190,6 +190,8 @@ func belongsIn(k string) string {
 		return "[rule.set.iosched]"
 	case contains(daemonKeys, k):
 		return "[daemon]"
+	case contains(probeKeys, k):
+		return "[rule.probe]"
 	}
 	return ""
 }
@@ -203,10 +205,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// ruleKeys are the keys of a [[rule]] table. "probe" is reserved: a later
-// version adds [rule.probe] (measure the disk, then choose); today it is an
-// error, so that a policy written for that version is not silently half
-// applied by this one.
+// ruleKeys are the keys of a [[rule]] table; [rule.probe] is in probe.go.
 var ruleKeys = []string{"name", "match", "except", "set", "probe"}
 
 func (d *decoder) rules(l loc, v any, p *Policy, names map[string]*Rule) {
@@ -277,7 +276,7 @@ func (d *decoder) rule(l loc, t map[string]any, index int, names map[string]*Rul
 				r.settings = d.settings(kl, m, r)
 			}
 		case "probe":
-			d.errorf(kl, "not supported yet: [rule.probe] is reserved for a later version that measures a disk before choosing its settings")
+			r.probe = d.probeTable(kl, t[k])
 		default:
 			d.unknownKey(kl, k, ruleKeys, "[[rule]]")
 		}
@@ -338,7 +337,7 @@ func (d *decoder) table(l loc, v any, header string) (map[string]any, bool) {
 	return m, ok
 }
 
-var daemonKeys = []string{"uevent_source", "reconcile_interval", "restore_on_exit", "metrics_file"}
+var daemonKeys = []string{"uevent_source", "reconcile_interval", "restore_on_exit", "metrics_file", "probe_concurrency", "probe_budget", "probe_results"}
 
 func (d *decoder) daemon(l loc, v any, out *Daemon) {
 	m, ok := d.table(l, v, "[daemon]")
@@ -386,7 +385,9 @@ func (d *decoder) daemon(l loc, v any, out *Daemon) {
 				out.MetricsFile = s
 			}
 		default:
-			d.unknownKey(kl, k, daemonKeys, "[daemon]")
+			if !d.daemonProbeKey(kl, k, v, out) {
+				d.unknownKey(kl, k, daemonKeys, "[daemon]")
+			}
 		}
 	}
 }

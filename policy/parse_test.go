@@ -19,8 +19,8 @@ func TestParseEmbedded(t *testing.T) {
 	if len(p.Rules) == 0 {
 		t.Fatal("the embedded policy has no rules")
 	}
-	want := Daemon{UeventSource: "kernel", ReconcileInterval: DefaultReconcileInterval}
-	if p.Daemon != want {
+	want := Daemon{UeventSource: "kernel", ReconcileInterval: DefaultReconcileInterval, ProbeConcurrency: DefaultProbeConcurrency}
+	if !reflect.DeepEqual(p.Daemon, want) {
 		t.Errorf("Daemon = %+v, want %+v (the defaults, spelled out in default.toml)", p.Daemon, want)
 	}
 	if !reflect.DeepEqual(p.Sources, []string{EmbeddedName}) {
@@ -124,7 +124,7 @@ restore_on_exit = true
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("settings\n got %q\nwant %q", got, want)
 	}
-	if d := (Daemon{UeventSource: "udev", ReconcileInterval: 5 * time.Minute, RestoreOnExit: true}); p.Daemon != d {
+	if d := (Daemon{UeventSource: "udev", ReconcileInterval: 5 * time.Minute, RestoreOnExit: true, ProbeConcurrency: 1}); !reflect.DeepEqual(p.Daemon, d) {
 		t.Errorf("Daemon = %+v, want %+v", p.Daemon, d)
 	}
 	if p.Rule("virtio disks: no scheduler") != r || p.Rule("nope") != nil {
@@ -161,7 +161,7 @@ func TestParseSeveralFiles(t *testing.T) {
 		t.Errorf("rules %q, want %q", got, want)
 	}
 	// [daemon] keys of a later file override, key by key.
-	if want := (Daemon{UeventSource: "udev", ReconcileInterval: 2 * time.Minute}); p.Daemon != want {
+	if want := (Daemon{UeventSource: "udev", ReconcileInterval: 2 * time.Minute, ProbeConcurrency: 1}); !reflect.DeepEqual(p.Daemon, want) {
 		t.Errorf("Daemon = %+v, want %+v", p.Daemon, want)
 	}
 	if !reflect.DeepEqual(p.Sources, []string{"a.toml", "b.toml"}) {

@@ -31,6 +31,11 @@ type Daemon struct {
 	// MetricsFile is where the daemon writes its metrics for
 	// node_exporter's textfile collector ("" for nowhere, the default).
 	MetricsFile string
+	// ProbeConcurrency, ProbeBudget (0: no limit) and ProbeResults (globs
+	// of seeded result files): see probe.go.
+	ProbeConcurrency int
+	ProbeBudget      time.Duration
+	ProbeResults     []string
 }
 
 // Rule is one [[rule]] table.
@@ -46,6 +51,7 @@ type Rule struct {
 	match    []cond
 	except   [][]cond
 	settings []Setting
+	probe    *Probe
 }
 
 // Label names the rule as errors and logs do: `rule 3 "ublk"`.

@@ -24,6 +24,8 @@ import (
 //	sysfs, devnode, cli (list)     7100-7189
 //	looptest itself                7190-7199
 //	apply 7200-7209, cli (apply)   7210-7219
+//	probe 7300-7349, cli (probe)   7350-7389
+//	probe manual runs, benchmarks  7390-7399
 //	README walkthrough (loopctl)   7000-7099
 //	daemon tests                   20000-23999
 //	daemon against a real udevd    5900-5999

@@ -1,0 +1,169 @@
+package probe
+
+import (
+	"strings"
+	"testing"
+)
+
+// cand builds a candidate from per-round deep IOPS and depth-1 p99, with
+// medians computed as a probe does.
+func cand(name string, iops, p99 []float64) Candidate {
+	c := Candidate{Scheduler: name}
+	for i := range iops {
+		c.Rounds = append(c.Rounds, RoundFigures{Round: i + 1, Figures: Figures{IOPS: iops[i], QD1P99: p99[i]}})
+	}
+	c.medians()
+	return c
+}
+
+func TestDecide(t *testing.T) {
+	flat := []float64{100, 100, 100}
+	tests := []struct {
+		name      string
+		choose    string
+		margin    float64
+		incumbent string
+		cands     []Candidate
+		winner    string
+		reason    []string // substrings of the reason
+	}{
+		{
+			name: "iops: clear win in every round", choose: ChooseIOPS, margin: 0.05, incumbent: "mq-deadline",
+			cands:  []Candidate{cand("mq-deadline", []float64{100e3, 100e3, 100e3}, flat), cand("none", []float64{130e3, 128e3, 131e3}, flat)},
+			winner: "none", reason: []string{"none wins", "+30%", "3 of 3 rounds"},
+		},
+		{
+			name: "iops: within the margin the incumbent stays", choose: ChooseIOPS, margin: 0.05, incumbent: "mq-deadline",
+			cands:  []Candidate{cand("mq-deadline", []float64{100e3, 100e3, 100e3}, flat), cand("none", []float64{104e3, 104e3, 104e3}, flat)},
+			winner: "mq-deadline", reason: []string{"mq-deadline stays", "not more than 5% in the median"},
+		},
+		{
+			name: "iops: exactly the margin is not more than it", choose: ChooseIOPS, margin: 0.05, incumbent: "mq-deadline",
+			cands:  []Candidate{cand("mq-deadline", []float64{100e3, 100e3, 100e3}, flat), cand("none", []float64{105e3, 105e3, 105e3}, flat)},
+			winner: "mq-deadline",
+		},
+		{
+			name: "iops: median wins but only one round of three", choose: ChooseIOPS, margin: 0.05, incumbent: "mq-deadline",
+			// Rounds: none wins round 2 big; the median of none is 110K
+			// against 100K, but per round only round 2 beats the margin.
+			cands: []Candidate{
+				cand("mq-deadline", []float64{109e3, 100e3, 100e3}, flat),
+				cand("none", []float64{110e3, 200e3, 104e3}, flat),
+			},
+			winner: "mq-deadline", reason: []string{"only 1 of 3 rounds"},
+		},
+		{
+			name: "iops: two of three rounds is a majority", choose: ChooseIOPS, margin: 0.05, incumbent: "mq-deadline",
+			cands: []Candidate{
+				cand("mq-deadline", []float64{100e3, 100e3, 100e3}, flat),
+				cand("none", []float64{120e3, 101e3, 120e3}, flat),
+			},
+			winner: "none", reason: []string{"2 of 3 rounds"},
+		},
+		{
+			name: "iops: two rounds, one won, is no majority", choose: ChooseIOPS, margin: 0.05, incumbent: "none",
+			cands: []Candidate{
+				cand("none", []float64{100e3, 100e3}, []float64{1, 1}),
+				cand("mq-deadline", []float64{150e3, 100e3}, []float64{1, 1}),
+			},
+			winner: "none", reason: []string{"only 1 of 2 rounds"},
+		},
+		{
+			name: "balanced: deep win with depth-1 regression loses", choose: ChooseBalanced, margin: 0.05, incumbent: "mq-deadline",
+			cands: []Candidate{
+				cand("mq-deadline", []float64{111e3, 111e3, 111e3}, []float64{50, 50, 50}),
+				cand("none", []float64{143e3, 143e3, 143e3}, []float64{57, 56, 58}),
+			},
+			winner: "mq-deadline", reason: []string{"worse by more than 5%", "depth-1 p99 +14%"},
+		},
+		{
+			name: "balanced: deep win with depth-1 p99 within the margin wins", choose: ChooseBalanced, margin: 0.05, incumbent: "mq-deadline",
+			cands: []Candidate{
+				cand("mq-deadline", []float64{111e3, 111e3, 111e3}, []float64{50, 50, 50}),
+				cand("none", []float64{143e3, 143e3, 143e3}, []float64{51, 51, 52}),
+			},
+			winner: "none", reason: []string{"none wins", "+29%", "depth-1 p99 +2%", "within 5%"},
+		},
+		{
+			name: "latency: lower p99 in the median and the rounds", choose: ChooseLatency, margin: 0.05, incumbent: "none",
+			cands: []Candidate{
+				cand("none", flat, []float64{100, 100, 100}),
+				cand("mq-deadline", flat, []float64{80, 90, 85}),
+			},
+			winner: "mq-deadline", reason: []string{"mq-deadline wins", "depth-1 p99 -15%", "3 of 3 rounds"},
+		},
+		{
+			name: "latency: IOPS gains do not count", choose: ChooseLatency, margin: 0.05, incumbent: "none",
+			cands: []Candidate{
+				cand("none", []float64{100e3, 100e3, 100e3}, []float64{100, 100, 100}),
+				cand("mq-deadline", []float64{300e3, 300e3, 300e3}, []float64{99, 99, 99}),
+			},
+			winner: "none",
+		},
+		{
+			name: "three candidates: the best winner wins", choose: ChooseIOPS, margin: 0.05, incumbent: "mq-deadline",
+			cands: []Candidate{
+				cand("mq-deadline", []float64{100e3, 100e3, 100e3}, flat),
+				cand("kyber", []float64{120e3, 120e3, 120e3}, flat),
+				cand("none", []float64{150e3, 150e3, 150e3}, flat),
+			},
+			winner: "none",
+		},
+		{
+			name: "zero margin: any gain in the median and a majority", choose: ChooseIOPS, margin: 0, incumbent: "mq-deadline",
+			cands: []Candidate{
+				cand("mq-deadline", []float64{100e3, 100e3, 100e3}, flat),
+				cand("none", []float64{100.5e3, 101e3, 99e3}, flat),
+			},
+			winner: "none",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.choose, tc.margin, tc.incumbent, tc.cands)
+			if d.Winner != tc.winner {
+				t.Fatalf("winner %s, want %s (%s)", d.Winner, tc.winner, d.Reason)
+			}
+			for _, s := range tc.reason {
+				if !strings.Contains(d.Reason, s) {
+					t.Errorf("reason %q lacks %q", d.Reason, s)
+				}
+			}
+			if !strings.HasPrefix(d.Provenance, "probe: ") {
+				t.Errorf("provenance %q", d.Provenance)
+			}
+		})
+	}
+}
+
+func TestProvenance(t *testing.T) {
+	d := Decide(ChooseBalanced, 0.05, "mq-deadline", []Candidate{
+		cand("mq-deadline", []float64{111e3, 111e3, 111e3}, []float64{50, 50, 50}),
+		cand("none", []float64{143e3, 143e3, 143e3}, []float64{51, 51, 51}),
+	})
+	if want := "probe: none 143K IOPS vs mq-deadline 111K (+29%), depth-1 p99 +2%"; d.Provenance != want {
+		t.Errorf("provenance %q, want %q", d.Provenance, want)
+	}
+}
+
+func TestMedianAndPercentile(t *testing.T) {
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median odd = %v", m)
+	}
+	if m := median([]float64{4, 1, 2, 3}); m != 2.5 {
+		t.Errorf("median even = %v", m)
+	}
+	lat := make([]uint32, 1000)
+	for i := range lat {
+		lat[i] = uint32(i+1) * 1000 // 1..1000 µs
+	}
+	if p := percentileUs(lat, 0.99); p != 990 {
+		t.Errorf("p99 = %v", p)
+	}
+	if p := percentileUs(lat, 0.999); p != 999 {
+		t.Errorf("p99.9 = %v", p)
+	}
+	if p := percentileUs(lat, 0.5); p != 500 {
+		t.Errorf("p50 = %v", p)
+	}
+}

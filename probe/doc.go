@@ -1,0 +1,6 @@
+// Package probe measures a disk before iosched chooses its scheduler: a short,
+// read-only benchmark of each candidate scheduler on the disk itself
+// (random O_DIRECT reads through io_uring or pread), a decision that weighs
+// deep-queue IOPS against depth-1 latency, and a store of the answers keyed
+// by what makes two disks behave alike. It puts back every setting it changes.
+package probe

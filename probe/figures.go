@@ -1,0 +1,108 @@
+package probe
+
+import (
+	"slices"
+	"time"
+)
+
+// Figures are one candidate's results: of one round, or the medians over
+// rounds. The deep-queue measurement (Options.Depth reads in flight) gives
+// IOPS, MiBs and the percentiles; the depth-1 one the QD1 fields.
+type Figures struct {
+	IOPS    float64 `json:"iops"`
+	MiBs    float64 `json:"mib_s"`
+	P50us   float64 `json:"p50_us"`
+	P99us   float64 `json:"p99_us"`
+	P999us  float64 `json:"p999_us"`
+	QD1IOPS float64 `json:"qd1_iops"`
+	QD1P50  float64 `json:"qd1_p50_us"`
+	QD1P99  float64 `json:"qd1_p99_us"`
+	QD1P999 float64 `json:"qd1_p999_us"`
+	// CPUPerIOus is the probe's own CPU time (user+system) per read in
+	// the deep-queue measurement, in microseconds.
+	CPUPerIOus float64 `json:"cpu_us_per_io"`
+}
+
+// RoundFigures are one round's figures of one candidate.
+type RoundFigures struct {
+	Round int `json:"round"`
+	// Position is the candidate's place in the round's order (1 = first).
+	Position int `json:"position"`
+	Figures
+}
+
+// Candidate is one scheduler's results: medians over rounds, and each
+// round.
+type Candidate struct {
+	Scheduler string `json:"scheduler"`
+	Figures
+	Rounds []RoundFigures `json:"rounds"`
+}
+
+// measured is what one measurement gives.
+type measured struct {
+	iops, mibs, p50, p99, p999, cpuPerIO float64
+}
+
+func summarize(s *Sample, blockSize int) measured {
+	var m measured
+	if s.Elapsed <= 0 || s.Reads == 0 {
+		return m
+	}
+	secs := s.Elapsed.Seconds()
+	m.iops = float64(s.Reads) / secs
+	m.mibs = m.iops * float64(blockSize) / (1 << 20)
+	slices.Sort(s.Latencies)
+	m.p50 = percentileUs(s.Latencies, 0.50)
+	m.p99 = percentileUs(s.Latencies, 0.99)
+	m.p999 = percentileUs(s.Latencies, 0.999)
+	m.cpuPerIO = float64(s.CPU) / float64(time.Microsecond) / float64(s.Reads)
+	return m
+}
+
+// percentileUs is the q-th quantile of sorted nanoseconds, in microseconds
+// (nearest rank).
+func percentileUs(sorted []uint32, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	i = min(max(i, 0), len(sorted)-1)
+	return float64(sorted[i]) / 1000
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// medians sets c.Figures to the medians of its rounds.
+func (c *Candidate) medians() {
+	pick := func(f func(*Figures) float64) float64 {
+		xs := make([]float64, len(c.Rounds))
+		for i := range c.Rounds {
+			xs[i] = f(&c.Rounds[i].Figures)
+		}
+		return median(xs)
+	}
+	c.Figures = Figures{
+		IOPS:       pick(func(f *Figures) float64 { return f.IOPS }),
+		MiBs:       pick(func(f *Figures) float64 { return f.MiBs }),
+		P50us:      pick(func(f *Figures) float64 { return f.P50us }),
+		P99us:      pick(func(f *Figures) float64 { return f.P99us }),
+		P999us:     pick(func(f *Figures) float64 { return f.P999us }),
+		QD1IOPS:    pick(func(f *Figures) float64 { return f.QD1IOPS }),
+		QD1P50:     pick(func(f *Figures) float64 { return f.QD1P50 }),
+		QD1P99:     pick(func(f *Figures) float64 { return f.QD1P99 }),
+		QD1P999:    pick(func(f *Figures) float64 { return f.QD1P999 }),
+		CPUPerIOus: pick(func(f *Figures) float64 { return f.CPUPerIOus }),
+	}
+}

@@ -1,0 +1,422 @@
+package probe
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/sysfs"
+)
+
+// Loop numbers 7300-7349 (see internal/looptest).
+
+func liveFS(t *testing.T) sysfs.FS {
+	t.Helper()
+	fs, err := sysfs.NewFS("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// patternLoop is a bound loop device whose backing file (never the device)
+// is filled with a pattern: each 512-byte sector holds its own index.
+func patternLoop(t *testing.T, n int, size int64) *looptest.Loop {
+	t.Helper()
+	l := looptest.Add(t, n)
+	l.Bind(t, size)
+	f, err := os.OpenFile(l.Backing, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		for s := 0; s < len(buf); s += 512 {
+			sector := uint64(off+int64(s)) / 512
+			for i := 0; i < 512; i += 8 {
+				binary.LittleEndian.PutUint64(buf[s+i:], sector*0x9e3779b97f4a7c15+uint64(i))
+			}
+		}
+		if _, err := f.WriteAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+func wantPattern(off int64, data []byte) bool {
+	for s := 0; s < len(data); s += 512 {
+		sector := uint64(off+int64(s)) / 512
+		for i := 0; i < 512; i += 8 {
+			if binary.LittleEndian.Uint64(data[s+i:]) != sector*0x9e3779b97f4a7c15+uint64(i) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestIntegrationEnginesReadTheSame gives io_uring and psync the same list
+// of blocks of a patterned disk: each must read every block once and get
+// the bytes the backing file holds there.
+func TestIntegrationEnginesReadTheSame(t *testing.T) {
+	looptest.Require(t)
+	const size = 32 << 20
+	l := patternLoop(t, 7300, size)
+	fd, err := unix.Open("/dev/"+l.Name, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+
+	const bs = 4096
+	rng := rand.New(rand.NewPCG(1, 2))
+	offs := make([]int64, 3000)
+	for i := range offs {
+		offs[i] = int64(rng.IntN(size/bs)) * bs
+	}
+	read := func(e Engine, depth int) map[int64]int {
+		var next atomic.Int64
+		var mu sync.Mutex
+		seen := map[int64]int{}
+		bad := 0
+		j := &Job{FD: fd, BlockSize: bs, Depth: depth, Deadline: time.Now().Add(time.Minute),
+			Offsets: func(int) func() (int64, bool) {
+				return func() (int64, bool) {
+					i := next.Add(1) - 1
+					if i >= int64(len(offs)) {
+						return 0, false
+					}
+					return offs[i], true
+				}
+			},
+			Check: func(off int64, data []byte) {
+				ok := wantPattern(off, data)
+				mu.Lock()
+				defer mu.Unlock()
+				seen[off]++
+				if !ok {
+					bad++
+				}
+			},
+		}
+		s, err := e.Run(context.Background(), j)
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		if s.Reads != int64(len(offs)) || len(s.Latencies) != len(offs) {
+			t.Errorf("%s: %d reads, %d latencies; want %d", e.Name(), s.Reads, len(s.Latencies), len(offs))
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d reads returned bytes that are not the backing file's", e.Name(), bad)
+		}
+		return seen
+	}
+	want := map[int64]int{}
+	for _, o := range offs {
+		want[o]++
+	}
+	uring, err := NewEngine(EngineIOUring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		e     Engine
+		depth int
+	}{{uring, 32}, {uring, 1}, {psyncEngine{}, 8}, {psyncEngine{}, 1}} {
+		got := read(tc.e, tc.depth)
+		if len(got) != len(want) {
+			t.Errorf("%s depth %d: %d distinct blocks, want %d", tc.e.Name(), tc.depth, len(got), len(want))
+		}
+		for o, n := range want {
+			if got[o] != n {
+				t.Errorf("%s depth %d: block at %d read %d times, want %d", tc.e.Name(), tc.depth, o, got[o], n)
+				break
+			}
+		}
+	}
+}
+
+// startFrom sets the disk to a scheduler that is not a candidate (kyber, or
+// bfq) with settings a switch resets, and returns them.
+func startFrom(t *testing.T, fs sysfs.FS, name string) map[string]string {
+	t.Helper()
+	_, offered, err := fs.ReadScheduler(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(attr, v string) {
+		if err := fs.WriteQueueAttr(name, attr, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	switch {
+	case slices.Contains(offered, "kyber"):
+		set("scheduler", "kyber")
+		set("nr_requests", "64")
+		set("iosched/read_lat_nsec", "1234000")
+	case slices.Contains(offered, "bfq"):
+		set("scheduler", "bfq")
+		set("nr_requests", "64")
+		set("iosched/slice_idle", "3")
+	default:
+		t.Fatalf("%s offers neither kyber nor bfq (%v): no non-candidate to start from", name, offered)
+	}
+	o, err := readOriginals(fs, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.Values
+}
+
+func checkBack(t *testing.T, fs sysfs.FS, name string, want map[string]string) {
+	t.Helper()
+	o, err := readOriginals(fs, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		if o.Values[k] != v {
+			t.Errorf("%s %s = %q, want %q (the original)", name, k, o.Values[k], v)
+		}
+	}
+}
+
+func quick() Options {
+	return Options{Duration: 60 * time.Millisecond, Rounds: 2, Depth: 16}
+}
+
+// TestIntegrationProbe probes a loop device that runs kyber (not a
+// candidate): both candidates get plausible figures, nothing is written to
+// the disk, kyber and its settings are back, and the run kept its budget.
+func TestIntegrationProbe(t *testing.T) {
+	looptest.Require(t)
+	fs := liveFS(t)
+	l := looptest.Add(t, 7301)
+	l.Bind(t, 64<<20)
+	orig := startFrom(t, fs, l.Name)
+	state := t.TempDir()
+
+	for _, engine := range []string{EngineIOUring, EnginePsync} {
+		t.Run(engine, func(t *testing.T) {
+			o := quick()
+			o.Engine = engine
+			start := time.Now()
+			rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Name: l.Name}, o, func(s string) { t.Log(s) })
+			took := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took > time.Duration(rep.BudgetS*float64(time.Second))+time.Second {
+				t.Errorf("took %s, budget %.2fs", took, rep.BudgetS)
+			}
+			if rep.Original != orig["scheduler"] || !rep.Restored || rep.Engine != engine {
+				t.Errorf("original %s restored %v engine %s", rep.Original, rep.Restored, rep.Engine)
+			}
+			if rep.WritesAfter != rep.WritesBefore || rep.ReadsAfter <= rep.ReadsBefore {
+				t.Errorf("stat: reads %d -> %d, writes %d -> %d", rep.ReadsBefore, rep.ReadsAfter, rep.WritesBefore, rep.WritesAfter)
+			}
+			if len(rep.Candidates) != 2 || rep.Winner == "" || rep.Reason == "" {
+				t.Fatalf("candidates %d winner %q reason %q", len(rep.Candidates), rep.Winner, rep.Reason)
+			}
+			for _, c := range rep.Candidates {
+				f := c.Figures
+				// A /dev/shm-backed loop does tens of thousands of 4 KiB
+				// reads a second on the slowest machine this runs on.
+				if f.IOPS < 2000 || f.QD1IOPS < 1000 || f.P50us <= 0 || f.P99us < f.P50us || f.P999us < f.P99us ||
+					f.QD1P99 < f.QD1P50 || f.MiBs < f.IOPS*4096/(1<<20)*0.99 || f.CPUPerIOus <= 0 {
+					t.Errorf("%s: implausible figures %+v", c.Scheduler, f)
+				}
+				if len(c.Rounds) != 2 || c.Rounds[0].Position == c.Rounds[1].Position {
+					t.Errorf("%s: rounds %+v: want two, in alternating positions", c.Scheduler, c.Rounds)
+				}
+			}
+			if rep.NoWait == nil || !*rep.NoWait {
+				t.Errorf("nowait = %v (%s); loop is NOWAIT-capable", rep.NoWait, rep.NoWaitReason)
+			}
+			if engine == EngineIOUring && rep.Punted == nil {
+				t.Errorf("io_uring: punting not reported")
+			}
+			checkBack(t, fs, l.Name, orig)
+			if _, err := os.Stat(originalsPath(state, l.Name)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("originals record left behind: %v", err)
+			}
+		})
+	}
+
+	t.Run("apply keeps the winner", func(t *testing.T) {
+		o := quick()
+		o.Apply = true
+		rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Name: l.Name}, o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, err := fs.ReadQueueAttr(l.Name, "scheduler")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur != rep.Winner || rep.Applied != rep.Winner {
+			t.Errorf("scheduler %s, applied %q, winner %s", cur, rep.Applied, rep.Winner)
+		}
+		if _, err := os.Stat(originalsPath(state, l.Name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("originals record left behind: %v", err)
+		}
+		orig = startFrom(t, fs, l.Name)
+	})
+
+	t.Run("interrupted", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		o := quick()
+		o.Duration = time.Second
+		time.AfterFunc(400*time.Millisecond, cancel)
+		start := time.Now()
+		rep, err := Run(ctx, Target{FS: fs, StateDir: state, Name: l.Name}, o, nil)
+		if !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("err = %v, want ErrInterrupted", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("took %s to stop", took)
+		}
+		if rep == nil || !rep.Restored {
+			t.Errorf("not restored: %+v", rep)
+		}
+		checkBack(t, fs, l.Name, orig)
+	})
+
+	t.Run("recover after a killed probe", func(t *testing.T) {
+		// What a probe killed mid-measurement leaves: the record, and a
+		// candidate in place.
+		o, err := readOriginals(fs, l.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.save(state); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.WriteQueueAttr(l.Name, "scheduler", "none"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := RecoverInterrupted(state, fs)
+		if err != nil || len(got) != 1 || !got[0].Restored || got[0].Device != l.Name {
+			t.Fatalf("RecoverInterrupted = %+v, %v", got, err)
+		}
+		checkBack(t, fs, l.Name, orig)
+		if _, err := os.Stat(originalsPath(state, l.Name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("record not cleared: %v", err)
+		}
+		// A record whose probe still runs (its lock held) is left alone.
+		if err := o.save(state); err != nil {
+			t.Fatal(err)
+		}
+		lk, err := takeLock(state, l.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := RecoverInterrupted(state, fs); len(got) != 0 {
+			t.Errorf("recovered a running probe's record: %+v", got)
+		}
+		if !Probing(state, l.Name) {
+			t.Error("Probing is false while the lock is held")
+		}
+		lk.release()
+		if Probing(state, l.Name) {
+			t.Error("Probing is true after the lock was released")
+		}
+		os.Remove(originalsPath(state, l.Name))
+	})
+}
+
+// TestIntegrationRefusals: every refusal says why, and changes nothing.
+func TestIntegrationRefusals(t *testing.T) {
+	looptest.Require(t)
+	fs := liveFS(t)
+	l := looptest.Add(t, 7302)
+	l.Bind(t, 16<<20)
+	orig := startFrom(t, fs, l.Name)
+	small := looptest.Add(t, 7303)
+	small.Bind(t, 512<<10)
+	state := t.TempDir()
+	run := func(name string, o Options, devDir string) error {
+		_, err := Run(context.Background(), Target{FS: fs, DevDir: devDir, StateDir: state, Name: name}, o, nil)
+		return err
+	}
+	expect := func(t *testing.T, err error, words ...string) {
+		t.Helper()
+		var r *Refusal
+		if !errors.As(err, &r) {
+			t.Fatalf("err = %v, want a refusal", err)
+		}
+		for _, w := range words {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("refusal %q does not say %q", err, w)
+			}
+		}
+	}
+
+	t.Run("zram", func(t *testing.T) {
+		z := looptest.AddZram(t, 16<<20)
+		expect(t, run(z.Name, quick(), ""), "bio-based", "no scheduler")
+	})
+	t.Run("fewer than two candidates offered", func(t *testing.T) {
+		o := quick()
+		o.Candidates = []string{"none", "noop-not-here"}
+		expect(t, run(l.Name, o, ""), "offers 1 of the candidates")
+	})
+	t.Run("too small", func(t *testing.T) {
+		o := quick()
+		o.BlockSize = 4096
+		expect(t, run(small.Name, o, ""), "too small")
+	})
+	t.Run("missing node", func(t *testing.T) {
+		expect(t, run(l.Name, quick(), t.TempDir()), "device node", "missing")
+	})
+	t.Run("busy", func(t *testing.T) {
+		fd, err := unix.Open("/dev/"+l.Name, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { // someone else reading the disk
+			defer close(done)
+			_, bufs, err := alignedBuffers(1, 4096)
+			if err != nil {
+				return
+			}
+			for i := int64(0); ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = unix.Pread(fd, bufs[0], (i%1000)*4096)
+			}
+		}()
+		err = run(l.Name, quick(), "")
+		close(stop)
+		<-done
+		expect(t, err, "busy", "--force")
+	})
+	t.Run("second probe at once", func(t *testing.T) {
+		lk, err := takeLock(state, l.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.release()
+		expect(t, run(l.Name, quick(), ""), "another probe", "running")
+	})
+	checkBack(t, fs, l.Name, orig)
+}

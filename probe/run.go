@@ -1,0 +1,362 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/sysfs"
+)
+
+// Target is the disk to probe and where its views are.
+type Target struct {
+	FS     sysfs.FS
+	DevDir string // default devnode.DefaultDir
+	// StateDir holds the probe locks, the originals records and
+	// probes.json.
+	StateDir string
+	Name     string
+}
+
+// Report is what a probe found and did; its JSON is `iosched probe --json`.
+type Report struct {
+	Device    string  `json:"device"`
+	Engine    string  `json:"engine"`
+	Depth     int     `json:"depth"`
+	BlockSize int     `json:"block_size"`
+	DurationS float64 `json:"duration_s"`
+	Rounds    int     `json:"rounds"`
+	Choose    string  `json:"choose"`
+	Margin    float64 `json:"margin"`
+	// Original is the scheduler the disk had; Incumbent the candidate a
+	// challenger must beat (Original when it is a candidate).
+	Original  string `json:"original"`
+	Incumbent string `json:"incumbent"`
+	// Restored: every setting the probe changed is back as it was.
+	Restored bool `json:"restored"`
+	// Applied is the scheduler left on the disk with Options.Apply.
+	Applied string `json:"applied,omitempty"`
+
+	NoWait       *bool  `json:"nowait"`
+	NoWaitReason string `json:"nowait_reason,omitempty"`
+	// Punted (io_uring only): whether io_uring worker threads ran during
+	// the measurements, i.e. reads were handed out of line; nil where it
+	// cannot be seen (psync, no schedstat).
+	Punted     *bool `json:"punted"`
+	WorkerRuns int64 `json:"io_worker_runs,omitempty"`
+
+	ReadsBefore  uint64 `json:"reads_before"`
+	ReadsAfter   uint64 `json:"reads_after"`
+	WritesBefore uint64 `json:"writes_before"`
+	WritesAfter  uint64 `json:"writes_after"`
+
+	Candidates []Candidate `json:"candidates"`
+	Decision
+	RememberedAs string `json:"remembered_as"`
+	// From says where a remembered decision came from: "" for a probe
+	// just run, "remembered" (probes.json) or "seeded: FILE".
+	From string `json:"from,omitempty"`
+
+	BudgetS  float64 `json:"budget_s"`
+	ElapsedS float64 `json:"elapsed_s"`
+
+	// Key is what the result is remembered under; Serial is recorded, not
+	// part of it.
+	Key    Key    `json:"key"`
+	Serial string `json:"serial,omitempty"`
+}
+
+// ErrInterrupted is a probe stopped by its context (SIGINT, SIGTERM, a
+// reload) before it finished; its settings were restored.
+var ErrInterrupted = errors.New("probe interrupted")
+
+// ErrDiskGone is a disk removed (or replaced) during its probe.
+var ErrDiskGone = errors.New("the disk went away during the probe")
+
+// minBlocks is how many distinct blocks a disk must have for random reads
+// over it to mean anything (fewer would measure a cache).
+const minBlocks = 256
+
+// Run probes one disk: it checks the disk can be probed safely (Refusal
+// otherwise), records the settings a switch resets in the state directory,
+// measures each candidate in alternating order over the rounds, decides,
+// and restores the originals (or, with Options.Apply, leaves the winner).
+// The originals are restored on every way out: an error, ctx ending, the
+// budget running out. progress, when not nil, is told each step; the first
+// line gives the time budget, before anything is measured.
+func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *Report, err error) {
+	say := func(format string, a ...any) {
+		if progress != nil {
+			progress(fmt.Sprintf(format, a...))
+		}
+	}
+	o.fill()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if t.DevDir == "" {
+		t.DevDir = devnode.DefaultDir
+	}
+	name := t.Name
+	dev, err := t.FS.Device(name)
+	switch {
+	case errors.Is(err, sysfs.ErrNoDevice):
+		return nil, refuse(name, "no such disk in %s", t.FS.Root())
+	case err != nil:
+		return nil, err
+	}
+	if dev.BioBased() {
+		return nil, refuse(name, "%s is bio-based (driver %s): it has no scheduler to choose", name, orUnknown(dev.Driver))
+	}
+	if dev.Scheduler == nil {
+		return nil, refuse(name, "its scheduler cannot be read: %s", strings.Join(dev.Errors, "; "))
+	}
+	var cands []string
+	for _, c := range o.Candidates {
+		if slices.Contains(dev.Schedulers, c) {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) < 2 {
+		return nil, refuse(name, "it offers %d of the candidates %s (it offers %s): nothing to compare", len(cands), strings.Join(o.Candidates, ", "), strings.Join(dev.Schedulers, ", "))
+	}
+	if dev.SizeBytes == nil || *dev.SizeBytes < uint64(minBlocks*o.BlockSize) {
+		size := "unknown"
+		if dev.SizeBytes != nil {
+			size = fmt.Sprintf("%d bytes", *dev.SizeBytes)
+		}
+		return nil, refuse(name, "the disk is too small: %s, and random reads of %d bytes need at least %d", size, o.BlockSize, minBlocks*o.BlockSize)
+	}
+	if lbs := dev.LogicalBlockSize; lbs != nil && uint64(o.BlockSize)%*lbs != 0 {
+		return nil, refuse(name, "block size %d is not a multiple of the disk's logical block size %d", o.BlockSize, *lbs)
+	}
+	eng, err := NewEngine(o.Engine)
+	if err != nil {
+		return nil, err
+	}
+
+	lk, err := takeLock(t.StateDir, name)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.release()
+	if _, err := os.Stat(originalsPath(t.StateDir, name)); err == nil {
+		// An earlier probe of this disk was killed: put its originals back
+		// first, or they would be recorded as the probe's changes.
+		if r := recoverOne(t.StateDir, t.FS, name); r.Err != nil {
+			return nil, fmt.Errorf("%s: restoring an interrupted probe's settings: %w", name, r.Err)
+		} else if r.Restored {
+			say("restored the settings an interrupted probe of %s left", name)
+		}
+		if dev, err = t.FS.Device(name); err != nil {
+			return nil, err
+		}
+	}
+	fd, err := openNode(t.DevDir, name, dev.MajorMinor)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+
+	rep = &Report{
+		Device: name, Engine: eng.Name(), Depth: o.Depth, BlockSize: o.BlockSize, DurationS: o.Duration.Seconds(),
+		Rounds: o.Rounds, Choose: o.Choose, Margin: o.Margin, Original: *dev.Scheduler,
+		Key: KeyOf(t.FS, dev), Serial: dev.Serial,
+	}
+	rep.RememberedAs = rep.Key.String()
+	rep.Incumbent = cands[0]
+	if slices.Contains(cands, *dev.Scheduler) {
+		rep.Incumbent = *dev.Scheduler
+	}
+	rep.NoWait, rep.NoWaitReason = devnode.NoWait(t.DevDir, name, dev.MajorMinor)
+
+	start := time.Now()
+	budget := Options{Candidates: cands, Duration: o.Duration, Rounds: o.Rounds, Depth: o.Depth, BlockSize: o.BlockSize}.Budget()
+	rep.BudgetS = budget.Seconds()
+	say("probing %s: %s, %d rounds x %d candidates (%s), %s per measurement, depth 1 and %d, %d-byte reads: at most %s",
+		name, eng.Name(), o.Rounds, len(cands), strings.Join(cands, ", "), o.Duration, o.Depth, o.BlockSize, budget.Round(100*time.Millisecond))
+	if !o.Force {
+		if err := checkIdle(t.FS, name, busySample); err != nil {
+			return nil, err
+		}
+	}
+
+	orig, err := readOriginals(t.FS, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := orig.save(t.StateDir); err != nil {
+		return nil, fmt.Errorf("%s: recording the original settings before the first switch: %w", name, err)
+	}
+	before, err := readStat(t.FS, name)
+	if err != nil {
+		return nil, err
+	}
+	rep.ReadsBefore, rep.WritesBefore = before.Reads, before.Writes
+
+	// Measuring stops in time for the restore to fit in the budget.
+	mctx, cancel := context.WithDeadline(ctx, start.Add(budget-restoreAllowance))
+	defer cancel()
+	gone := func() bool { return !t.FS.Exists(name) || t.FS.DiskSeq(name) != dev.DiskSeq }
+	apply := ""
+	defer func() {
+		// Every way out puts the originals back, unless the winner is to
+		// stay; a disk that went away has nothing to put back.
+		if gone() {
+			os.Remove(originalsPath(t.StateDir, name))
+			if err == nil {
+				err = fmt.Errorf("%s: %w", name, ErrDiskGone)
+			}
+			return
+		}
+		var rerr error
+		if apply != "" && apply != orig.Values["scheduler"] {
+			rerr = setScheduler(t.FS, name, apply)
+			if rerr == nil {
+				rep.Applied = apply
+			}
+		} else {
+			rerr = orig.restore(t.FS)
+			if rerr == nil {
+				rep.Restored = true
+				if apply != "" {
+					rep.Applied = apply
+				}
+			}
+		}
+		if rerr != nil {
+			err = errors.Join(err, fmt.Errorf("%s: restoring the original settings (they stay recorded in %s for the next probe or daemon start): %w",
+				name, originalsPath(t.StateDir, name), rerr))
+			return
+		}
+		if e := os.Remove(originalsPath(t.StateDir, name)); e != nil {
+			err = errors.Join(err, e)
+		}
+		if after, e := readStat(t.FS, name); e == nil {
+			rep.ReadsAfter, rep.WritesAfter = after.Reads, after.Writes
+		}
+		rep.ElapsedS = time.Since(start).Seconds()
+	}()
+
+	rep.Candidates = make([]Candidate, len(cands))
+	byName := map[string]*Candidate{}
+	for i, c := range cands {
+		rep.Candidates[i].Scheduler = c
+		byName[c] = &rep.Candidates[i]
+	}
+	var workerRuns int64
+	workerSeen := eng.Name() == EngineIOUring
+	for round := 1; round <= o.Rounds; round++ {
+		order := slices.Clone(cands)
+		if round%2 == 0 {
+			slices.Reverse(order)
+		}
+		for pos, c := range order {
+			rf, wr, err := measureCandidate(mctx, t.FS, name, eng, fd, int64(*dev.SizeBytes), c, round, o)
+			if err != nil {
+				if gone() {
+					return rep, fmt.Errorf("%s: %w (%v)", name, ErrDiskGone, err)
+				}
+				if ctx.Err() != nil {
+					return rep, fmt.Errorf("%s: %w: %w", name, ErrInterrupted, ctx.Err())
+				}
+				if mctx.Err() != nil {
+					return rep, fmt.Errorf("%s: the probe ran out of its %s budget", name, budget)
+				}
+				return rep, fmt.Errorf("%s: %s, round %d: %w", name, c, round, err)
+			}
+			if wr < 0 {
+				workerSeen = false
+			}
+			workerRuns += max(wr, 0)
+			rf.Round, rf.Position = round, pos+1
+			byName[c].Rounds = append(byName[c].Rounds, rf)
+			say("round %d/%d %-12s depth %d: %s IOPS %.1f MiB/s p99 %s; depth 1: %s IOPS p50 %s p99 %s",
+				round, o.Rounds, c, o.Depth, kilo(rf.IOPS), rf.MiBs, us(rf.P99us), kilo(rf.QD1IOPS), us(rf.QD1P50), us(rf.QD1P99))
+		}
+	}
+	if workerSeen {
+		p := workerRuns > 0
+		rep.Punted, rep.WorkerRuns = &p, workerRuns
+	}
+	for i := range rep.Candidates {
+		rep.Candidates[i].medians()
+	}
+	rep.Decision = Decide(o.Choose, o.Margin, rep.Incumbent, rep.Candidates)
+	if o.Apply {
+		apply = rep.Winner
+	}
+	return rep, nil
+}
+
+// measureCandidate switches to sched, warms up, and measures at depth 1
+// and at o.Depth. The reads of one round go to the same blocks for every
+// candidate (the seed is the round's).
+func measureCandidate(ctx context.Context, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options) (RoundFigures, int64, error) {
+	var rf RoundFigures
+	if err := setScheduler(fs, name, sched); err != nil {
+		return rf, 0, err
+	}
+	runs := int64(0)
+	job := func(depth int, d time.Duration, seed uint64) (*Sample, error) {
+		deadline := time.Now().Add(d)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+			deadline = dl
+		}
+		s, err := eng.Run(ctx, &Job{FD: fd, BlockSize: o.BlockSize, Depth: depth, Deadline: deadline, Size: size, Seed: seed})
+		if err == nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		if s != nil && s.WorkerRuns >= 0 && runs >= 0 {
+			runs += s.WorkerRuns
+		} else {
+			runs = -1
+		}
+		return s, err
+	}
+	if _, err := job(o.Depth, o.warmup(), uint64(round)<<8|3); err != nil {
+		return rf, runs, err
+	}
+	s1, err := job(1, o.Duration, uint64(round)<<8|1)
+	if err != nil {
+		return rf, runs, err
+	}
+	m1 := summarize(s1, o.BlockSize)
+	sN, err := job(o.Depth, o.Duration, uint64(round)<<8|2)
+	if err != nil {
+		return rf, runs, err
+	}
+	mN := summarize(sN, o.BlockSize)
+	rf.Figures = Figures{
+		IOPS: mN.iops, MiBs: mN.mibs, P50us: mN.p50, P99us: mN.p99, P999us: mN.p999,
+		QD1IOPS: m1.iops, QD1P50: m1.p50, QD1P99: m1.p99, QD1P999: m1.p999,
+		CPUPerIOus: mN.cpuPerIO,
+	}
+	return rf, runs, nil
+}
+
+// setScheduler switches the disk's scheduler and checks the kernel took it.
+func setScheduler(fs sysfs.FS, name, sched string) error {
+	got, _, err := fs.WriteReadQueueAttr(name, "scheduler", sched)
+	if err != nil {
+		return err
+	}
+	if got != sched {
+		return fmt.Errorf("%s: scheduler %s written, the kernel kept %s", name, sched, got)
+	}
+	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

@@ -1,0 +1,69 @@
+package probe
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iosched/iosched/sysfs"
+)
+
+// TestRunnerSeeded: a disk whose key a seeded file has gets that decision
+// without probing (the fake tree has no device nodes: a probe would be
+// refused), shown as seeded; a disk of another key gets none.
+func TestRunnerSeeded(t *testing.T) {
+	fs, err := sysfs.NewFS("../testdata/sysfs/cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vda, err := fs.Device("vda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	o := DefaultOptions()
+	o.Engine = EnginePsync
+	fleet := OpenStore(filepath.Join(dir, "fleet"), nil)
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	if err := fleet.Remember(Record{
+		Key: KeyOf(fs, vda), Device: "vda", At: at,
+		Method:  Method{Engine: EnginePsync, Depth: o.Depth, BlockSize: o.BlockSize, Candidates: []string{"none", "mq-deadline"}},
+		Figures: []Candidate{cand("mq-deadline", []float64{111e3}, []float64{50}), cand("none", []float64{143e3}, []float64{51})},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seed := filepath.Join(dir, "probes.d", "fleet.json")
+	if _, err := fleet.Export(seed); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{FS: fs, DevDir: filepath.Join(dir, "no-dev"), StateDir: filepath.Join(dir, "state"),
+		Store: OpenStore(filepath.Join(dir, "state"), []string{filepath.Join(dir, "probes.d", "*.json")}),
+		Now:   func() time.Time { return at.Add(time.Hour) }}
+	rep, err := r.Probe(context.Background(), "vda", o, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Winner != "none" || !strings.HasPrefix(rep.From, "seeded from ") || rep.Original != "mq-deadline" ||
+		rep.Provenance != "probe: none 143K IOPS vs mq-deadline 111K (+29%), depth-1 p99 +2%" {
+		t.Errorf("seeded: winner %s from %q original %s provenance %q reason %q", rep.Winner, rep.From, rep.Original, rep.Provenance, rep.Reason)
+	}
+	// max_age excludes it: then a probe is tried, and refused here.
+	if _, err := r.Probe(context.Background(), "vda", o, false, time.Minute); err == nil {
+		t.Error("a result older than max_age was used")
+	}
+	// --fresh probes whatever is remembered.
+	if _, err := r.Probe(context.Background(), "vda", o, true, 0); err == nil {
+		t.Error("fresh: no probe was tried")
+	}
+	vdb, err := fs.Device("vdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if KeyOf(fs, vdb) != KeyOf(fs, vda) {
+		if rep, _ := r.Lookup(vdb, o, 0); rep != nil {
+			t.Errorf("vdb (another key) got vda's result: %+v", rep)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package probe
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iosched/iosched/sysfs"
+)
+
+// Key is what makes two disks behave alike for a probe: the same kind of
+// device, with the same queues and size, under the same kernel. A serial
+// number is not part of it, so identical disks (ten thousand VMs of one
+// image) share one result.
+type Key struct {
+	Class  string `json:"class"`
+	Driver string `json:"driver"`
+	Model  string `json:"model"`
+	// HWQueues is -1 when the tree does not say (no mq/ directory).
+	HWQueues int `json:"hw_queues"`
+	// QueueDepth is the hardware queue's tag count (mq/0/nr_tags): what
+	// the device takes at once, whatever the scheduler.
+	QueueDepth int    `json:"queue_depth"`
+	SizeBytes  uint64 `json:"size_bytes"`
+	Kernel     string `json:"kernel"`
+}
+
+// String is the key as reports show it ("remembered_as").
+func (k Key) String() string {
+	model := k.Model
+	if model == "" {
+		model = "-"
+	}
+	return fmt.Sprintf("%s/%s/%s/hwq%d/qd%d/%dB/%s", k.Class, orUnknown(k.Driver), model, k.HWQueues, k.QueueDepth, k.SizeBytes, k.Kernel)
+}
+
+// KeyOf is d's key. d must have been read with sysfs.FactAll (or at least
+// identity, size and hardware queues).
+func KeyOf(fs sysfs.FS, d *sysfs.Device) Key {
+	k := Key{Class: string(d.Class), Driver: d.Driver, Model: d.Model, HWQueues: -1, Kernel: kernelRelease()}
+	if d.HWQueues != nil {
+		k.HWQueues = *d.HWQueues
+	}
+	if d.SizeBytes != nil {
+		k.SizeBytes = *d.SizeBytes
+	}
+	if b, err := os.ReadFile(filepath.Join(fs.Root(), "block", d.Name, "mq", "0", "nr_tags")); err == nil {
+		k.QueueDepth, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	return k
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// Method is how a result was measured; a remembered result is reused only
+// for the same method (the choice and margin can differ: the decision is
+// made again from its figures).
+type Method struct {
+	Engine     string   `json:"engine"`
+	Depth      int      `json:"depth"`
+	BlockSize  int      `json:"block_size"`
+	Candidates []string `json:"candidates"`
+}
+
+// Record is one remembered probe result.
+type Record struct {
+	Key    Key       `json:"key"`
+	Serial string    `json:"serial,omitempty"`
+	Device string    `json:"device"`
+	At     time.Time `json:"at"`
+	Method
+	DurationS float64     `json:"duration_s"`
+	Rounds    int         `json:"rounds"`
+	Incumbent string      `json:"incumbent"`
+	Figures   []Candidate `json:"figures"`
+	Decision
+	Choose string  `json:"choose"`
+	Margin float64 `json:"margin"`
+	// Seeded names the file a seeded record was read from; not stored.
+	Seeded string `json:"-"`
+}
+
+// RecordOf is what a finished probe leaves to remember.
+func RecordOf(r *Report, at time.Time) Record {
+	cands := make([]string, len(r.Candidates))
+	for i, c := range r.Candidates {
+		cands[i] = c.Scheduler
+	}
+	engine := r.Engine
+	return Record{
+		Key: r.Key, Serial: r.Serial, Device: r.Device, At: at.UTC(),
+		Method:    Method{Engine: engine, Depth: r.Depth, BlockSize: r.BlockSize, Candidates: cands},
+		DurationS: r.DurationS, Rounds: r.Rounds, Incumbent: r.Incumbent, Figures: r.Candidates,
+		Decision: r.Decision, Choose: r.Choose, Margin: r.Margin,
+	}
+}
+
+// storeFile is probes.json, and the shape of an exported or seeded file.
+type storeFile struct {
+	Version int      `json:"version"`
+	Results []Record `json:"results"`
+}
+
+const storeVersion = 1
+
+// Store is the remembered results: StateDir/probes.json, which probes
+// write, and seeded files (globs), read only.
+type Store struct {
+	path   string
+	seeded []string
+}
+
+// OpenStore returns the store of stateDir with the seeded globs ([daemon]
+// probe_results). Nothing is read until asked.
+func OpenStore(stateDir string, seeded []string) *Store {
+	return &Store{path: filepath.Join(stateDir, "probes.json"), seeded: slices.Clone(seeded)}
+}
+
+// Path is probes.json's path.
+func (s *Store) Path() string { return s.path }
+
+func readStoreFile(path string) ([]Record, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f storeFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if f.Version != storeVersion {
+		return nil, fmt.Errorf("%s: version %d, want %d", path, f.Version, storeVersion)
+	}
+	return f.Results, nil
+}
+
+// Records are the remembered results (not the seeded ones).
+func (s *Store) Records() ([]Record, error) {
+	recs, err := readStoreFile(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return recs, err
+}
+
+// Want is what a lookup asks for.
+type Want struct {
+	Method
+	Choose string
+	Margin float64
+	// MaxAge: an older result is not used (0: any age).
+	MaxAge time.Duration
+	// Incumbent is the disk's current scheduler when a candidate, else
+	// the first candidate: who a challenger must beat.
+	Incumbent string
+}
+
+// Lookup finds the result for key measured by want's method, the newest
+// of probes.json first, then of the seeded files in glob and name order;
+// its decision is made again with want's choice and margin. It returns nil
+// when there is none (a changed key, another method, or too old). A seeded
+// file that cannot be read is an error, after the lookup (a record found
+// elsewhere is still returned).
+func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
+	var errs []error
+	pick := func(recs []Record, from string) *Record {
+		var best *Record
+		for i := range recs {
+			r := &recs[i]
+			if r.Key != key || !sameMethod(r.Method, want.Method) {
+				continue
+			}
+			if want.MaxAge > 0 && now.Sub(r.At) > want.MaxAge {
+				continue
+			}
+			if best == nil || r.At.After(best.At) {
+				best = r
+			}
+		}
+		if best != nil {
+			best.Seeded = from
+			best.Decision = Decide(want.Choose, want.Margin, want.Incumbent, best.Figures)
+			best.Choose, best.Margin, best.Incumbent = want.Choose, want.Margin, want.Incumbent
+		}
+		return best
+	}
+	own, err := s.Records()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if r := pick(own, ""); r != nil {
+		return r, errors.Join(errs...)
+	}
+	for _, g := range s.seeded {
+		files, err := filepath.Glob(g)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("probe_results %q: %w", g, err))
+			continue
+		}
+		slices.Sort(files)
+		for _, f := range files {
+			recs, err := readStoreFile(f)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("seeded probe results: %w", err))
+				continue
+			}
+			if r := pick(recs, f); r != nil {
+				return r, errors.Join(errs...)
+			}
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// sameMethod: the same engine, depth and block size, and the same set of
+// candidates in any order.
+func sameMethod(a, b Method) bool {
+	if a.Engine != b.Engine || a.Depth != b.Depth || a.BlockSize != b.BlockSize || len(a.Candidates) != len(b.Candidates) {
+		return false
+	}
+	x, y := slices.Clone(a.Candidates), slices.Clone(b.Candidates)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// Remember adds rec to probes.json, replacing any result of the same key
+// and method. The file is rewritten atomically under a lock, so probes of
+// several disks at once each keep their result.
+func (s *Store) Remember(rec Record) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	recs, err := s.Records()
+	if err != nil {
+		return err
+	}
+	recs = slices.DeleteFunc(recs, func(r Record) bool { return r.Key == rec.Key && sameMethod(r.Method, rec.Method) })
+	recs = append(recs, rec)
+	return writeStore(s.path, recs)
+}
+
+// Export writes the remembered results to path, in the shape [daemon]
+// probe_results reads.
+func (s *Store) Export(path string) (int, error) {
+	recs, err := s.Records()
+	if err != nil {
+		return 0, err
+	}
+	if recs == nil {
+		recs = []Record{}
+	}
+	return len(recs), writeStore(path, recs)
+}
+
+func writeStore(path string, recs []Record) error {
+	b, err := json.MarshalIndent(storeFile{Version: storeVersion, Results: recs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, append(b, '\n'))
+}
+
+func (s *Store) lock() (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(s.path+".lock", os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
+}
