@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/internal/statefile"
 )
 
 func newStatusCmd(e *env) *cobra.Command {
@@ -46,15 +47,15 @@ systemctl status).`,
 
 // runningState reads the running daemon's state; none running is exit 3,
 // as systemctl says.
-func runningState(runtimeDir string) (*daemon.State, error) {
-	st, err := daemon.ReadState(runtimeDir)
-	if errors.Is(err, daemon.ErrNotRunning) {
+func runningState(runtimeDir string) (*statefile.State, error) {
+	st, err := statefile.Read(runtimeDir)
+	if errors.Is(err, statefile.ErrNotRunning) {
 		return nil, &ExitError{Code: 3, Msg: err.Error()}
 	}
 	return st, err
 }
 
-func renderStatus(w io.Writer, st *daemon.State, all bool, now time.Time) error {
+func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) error {
 	const stamp = "2006-01-02 15:04:05"
 	yesNo := map[bool]string{true: "yes", false: "no"}
 	fmt.Fprintf(w, "iosched daemon: running (pid %d) since %s, %s ago\n", st.PID, st.Started.Local().Format(stamp), now.Sub(st.Started).Round(time.Second))

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/plan"
 )
 
@@ -21,7 +21,7 @@ func runStatus(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-func writeState(t *testing.T, dir string, st *daemon.State) {
+func writeState(t *testing.T, dir string, st *statefile.State) {
 	t.Helper()
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -40,7 +40,7 @@ func TestStatusExit3WhenNoDaemonRuns(t *testing.T) {
 		t.Errorf("no state file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	// The state file of a daemon that died without removing it.
-	writeState(t, dir, &daemon.State{PID: 2147483646})
+	writeState(t, dir, &statefile.State{PID: 2147483646})
 	if code, _, stderr := runStatus(t, "--runtime-dir", dir, "--json"); code != 3 || !strings.Contains(stderr, "has exited") {
 		t.Errorf("dead daemon: exit %d, stderr %q", code, stderr)
 	}
@@ -49,24 +49,26 @@ func TestStatusExit3WhenNoDaemonRuns(t *testing.T) {
 func TestStatusShowsTheDaemon(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
-	st := &daemon.State{
-		PID:     os.Getpid(), // alive: this test
-		Started: at,
-		Updated: at.Add(time.Minute),
-		Policy:  daemon.PolicyState{Sources: []string{"/etc/iosched/policy.toml"}, UeventSource: "kernel", ReconcileInterval: "1m0s"},
-		LastReload: &daemon.Reload{At: at.Add(30 * time.Second), OK: false,
+	st := &statefile.State{
+		PID:       os.Getpid(), // alive: this test
+		ProcStart: statefile.StartTime(os.Getpid()),
+		Exe:       statefile.Exe(os.Getpid()),
+		Started:   at,
+		Updated:   at.Add(time.Minute),
+		Policy:    statefile.PolicyState{Sources: []string{"/etc/iosched/policy.toml"}, UeventSource: "kernel", ReconcileInterval: "1m0s"},
+		LastReload: &statefile.Reload{At: at.Add(30 * time.Second), OK: false,
 			Errors: []string{`/etc/iosched/policy.toml:3:1: rule 1 "x": set.readahead_kb: unknown key; did you mean "read_ahead_kb"?`}},
-		LastScan:   &daemon.Scan{At: at.Add(30 * time.Second), Reason: "reconcile", Disks: 3, Writes: 0, Seconds: 0.0042},
-		LastChange: &daemon.Change{At: at.Add(10 * time.Second), Device: "loop20000", Attribute: "scheduler", From: "none", To: "mq-deadline", Rule: "loops", Drift: true},
+		LastScan:   &statefile.Scan{At: at.Add(30 * time.Second), Reason: "reconcile", Disks: 3, Writes: 0, Seconds: 0.0042},
+		LastChange: &statefile.Change{At: at.Add(10 * time.Second), Device: "loop20000", Attribute: "scheduler", From: "none", To: "mq-deadline", Rule: "loops", Drift: true},
 		Managed:    2,
-		Disks: map[string]*daemon.DiskState{
-			"loop20000": {Class: "loop", Rules: []string{"loops"}, Settings: []daemon.Applied{
+		Disks: map[string]*statefile.DiskState{
+			"loop20000": {Class: "loop", Rules: []string{"loops"}, Settings: []statefile.Applied{
 				{Attribute: "scheduler", Value: "mq-deadline", Rule: "loops"}, {Attribute: "nr_requests", Value: "64", Rule: "loops"}}},
-			"loop20001": {Class: "loop", Rules: []string{"loops"}, Settings: []daemon.Applied{
+			"loop20001": {Class: "loop", Rules: []string{"loops"}, Settings: []statefile.Applied{
 				{Attribute: "scheduler", Value: "none", Want: "bfq", Rule: "loops"}},
 				Skipped:   []plan.Skip{{Attribute: "iosched/slice_idle", Reason: "not a parameter of none"}},
-				LastError: &daemon.Problem{At: at.Add(20 * time.Second), Message: "scheduler: write: invalid argument"}},
-			"vda": {Class: "virtio", Rules: []string{}, Settings: []daemon.Applied{}},
+				LastError: &statefile.Problem{At: at.Add(20 * time.Second), Message: "scheduler: write: invalid argument"}},
+			"vda": {Class: "virtio", Rules: []string{}, Settings: []statefile.Applied{}},
 		},
 	}
 	writeState(t, dir, st)
@@ -100,7 +102,7 @@ func TestStatusShowsTheDaemon(t *testing.T) {
 	}
 
 	code, out, _ = runStatus(t, "--runtime-dir", dir, "--json")
-	var got daemon.State
+	var got statefile.State
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
 		t.Fatalf("--json: exit %d, %v:\n%s", code, err, out)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/iosched/iosched/internal/atomicfile"
+	"github.com/iosched/iosched/internal/statefile"
 	"io"
 	"log/slog"
 	"net"
@@ -38,9 +40,9 @@ func (r *running) waitAttr(t *testing.T, name, attr, want string) {
 	})
 }
 
-func (r *running) state(t *testing.T) *State {
+func (r *running) state(t *testing.T) *statefile.State {
 	t.Helper()
-	st, err := ReadState(r.runtimeDir)
+	st, err := statefile.Read(r.runtimeDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 		t.Errorf("state pid %d managed %d sources %v", st.PID, st.Managed, st.Policy.Sources)
 	}
 	d := st.Disks["loop20001"]
-	if d.Class != "loop" || d.Rules[0] != "daemon test loops" || d.Settings[0] != (Applied{Attribute: "scheduler", Value: "mq-deadline", Rule: "daemon test loops"}) {
+	if d.Class != "loop" || d.Rules[0] != "daemon test loops" || d.Settings[0] != (statefile.Applied{Attribute: "scheduler", Value: "mq-deadline", Rule: "daemon test loops"}) {
 		t.Errorf("state of loop20001 = %+v", d)
 	}
 	if st.LastChange == nil || !strings.HasPrefix(st.LastChange.Device, "loop2000") {
@@ -258,7 +260,7 @@ func TestSdNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.expect("STOPPING=1")
-	if _, err := os.Stat(statePath(r.runtimeDir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(statefile.Path(r.runtimeDir)); !os.IsNotExist(err) {
 		t.Errorf("state file left behind by a clean stop: %v", err)
 	}
 }
@@ -313,14 +315,14 @@ func TestRestoreOnExit(t *testing.T) {
 func TestStateFileIsReplacedAtomically(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	big := func(i int) []byte {
-		st := State{PID: i, Disks: map[string]*DiskState{}}
+		st := statefile.State{PID: i, Disks: map[string]*statefile.DiskState{}}
 		for n := range 500 {
-			st.Disks[fmt.Sprintf("loop%d", n)] = &DiskState{Class: "loop", Rules: []string{"r"}}
+			st.Disks[fmt.Sprintf("loop%d", n)] = &statefile.DiskState{Class: "loop", Rules: []string{"r"}}
 		}
 		b, _ := json.Marshal(st)
 		return b
 	}
-	if err := writeAtomic(path, big(0)); err != nil {
+	if err := atomicfile.Write(path, big(0)); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -334,7 +336,7 @@ func TestStateFileIsReplacedAtomically(t *testing.T) {
 			default:
 			}
 			b, err := os.ReadFile(path)
-			var st State
+			var st statefile.State
 			if err == nil {
 				err = json.Unmarshal(b, &st)
 			}
@@ -345,7 +347,7 @@ func TestStateFileIsReplacedAtomically(t *testing.T) {
 		}
 	}()
 	for i := range 200 {
-		if err := writeAtomic(path, big(i)); err != nil {
+		if err := atomicfile.Write(path, big(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -361,21 +363,21 @@ func TestStateFileIsReplacedAtomically(t *testing.T) {
 
 func TestReadStateWhenNoDaemonRuns(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := ReadState(dir); !errorsIs(err, ErrNotRunning) {
-		t.Errorf("no state file: err = %v, want ErrNotRunning", err)
+	if _, err := statefile.Read(dir); !errorsIs(err, statefile.ErrNotRunning) {
+		t.Errorf("no state file: err = %v, want statefile.ErrNotRunning", err)
 	}
 	// A state file left by a process that is gone.
-	writeFile(t, statePath(dir), `{"pid": 2147483646, "started": "2025-01-01T00:00:00Z"}`)
-	if _, err := ReadState(dir); !errorsIs(err, ErrNotRunning) {
-		t.Errorf("dead pid: err = %v, want ErrNotRunning", err)
+	writeFile(t, statefile.Path(dir), `{"pid": 2147483646, "started": "2025-01-01T00:00:00Z"}`)
+	if _, err := statefile.Read(dir); !errorsIs(err, statefile.ErrNotRunning) {
+		t.Errorf("dead pid: err = %v, want statefile.ErrNotRunning", err)
 	}
 	// A live pid that is not the process that wrote the file.
-	writeFile(t, statePath(dir), fmt.Sprintf(`{"pid": %d, "proc_start": 1}`, os.Getpid()))
-	if _, err := ReadState(dir); !errorsIs(err, ErrNotRunning) {
-		t.Errorf("recycled pid: err = %v, want ErrNotRunning", err)
+	writeFile(t, statefile.Path(dir), fmt.Sprintf(`{"pid": %d, "proc_start": 1}`, os.Getpid()))
+	if _, err := statefile.Read(dir); !errorsIs(err, statefile.ErrNotRunning) {
+		t.Errorf("recycled pid: err = %v, want statefile.ErrNotRunning", err)
 	}
-	writeFile(t, statePath(dir), fmt.Sprintf(`{"pid": %d, "proc_start": %d}`, os.Getpid(), procStart(os.Getpid())))
-	if _, err := ReadState(dir); err != nil {
+	writeFile(t, statefile.Path(dir), fmt.Sprintf(`{"pid": %d, "proc_start": %d}`, os.Getpid(), statefile.StartTime(os.Getpid())))
+	if _, err := statefile.Read(dir); err != nil {
 		t.Errorf("live daemon: %v", err)
 	}
 }
@@ -531,6 +533,9 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		<-entered // loop20000's pass is running: what follows waits for it
 		removeFakeDisk(t, r.d.fs, "loop20000")
 		addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
+		// Another disk: the same device number (as a loop device
+		// re-added has), another diskseq.
+		writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/diskseq"), "200\n")
 		c.msgs <- fakeMsg{b: uevent("remove", "loop20000", "disk")}
 		c.msgs <- fakeMsg{b: uevent("add", "loop20000", "disk")}
 		waitFor(t, 5*time.Second, "the removal and the add to merge", func() bool {
@@ -538,7 +543,7 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 			q.mu.Lock()
 			defer q.mu.Unlock()
 			s := q.slots["loop20000"]
-			return s != nil && s.next.replaced
+			return s != nil && s.dirty && s.next.kind == full && r.d.passes.Load() >= 2
 		})
 		close(release)
 		r.waitAttr(t, "loop20000", "nr_requests", "64")

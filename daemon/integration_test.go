@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/iosched/iosched/internal/statefile"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -100,7 +101,7 @@ func TestIntegrationHotPlug(t *testing.T) {
 
 	removeLoops(t, loopBase, 200)
 	waitFor(t, 10*time.Second, "the removed disks to be forgotten", func() bool {
-		st, err := ReadState(r.runtimeDir)
+		st, err := statefile.Read(r.runtimeDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +284,7 @@ nr_requests = 64
 	sendUdev(t, plain, "ID_IOSCHED_TEST=no")
 	waitConverged(t, []string{tagged}, 5*time.Second)
 	waitFor(t, 5*time.Second, "the daemon to see the second event", func() bool {
-		st, err := ReadState(r.runtimeDir)
+		st, err := statefile.Read(r.runtimeDir)
 		return err == nil && st.Disks[plain] != nil
 	})
 	if left := notConverged(t, []string{plain}); len(left) != 1 {

@@ -101,7 +101,7 @@ func startListener(t *testing.T, fd *fakeDialer) (<-chan event, *logBuffer) {
 	go func() { l.run(ctx); close(done) }()
 	t.Cleanup(func() {
 		cancel()
-		l.wake()
+		l.close()
 		<-done
 	})
 	return out, log

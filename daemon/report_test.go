@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/iosched/iosched/internal/statefile"
 	"reflect"
 	"testing"
 
@@ -27,17 +28,17 @@ func TestAppliedWantsWhatThePlanChose(t *testing.T) {
 		name   string
 		dev    *sysfs.Device
 		failed string // the attribute whose write fails; the others are written
-		want   []Applied
+		want   []statefile.Applied
 	}{
-		{"in place", disk("mq-deadline", "64"), "", []Applied{
+		{"in place", disk("mq-deadline", "64"), "", []statefile.Applied{
 			{Attribute: "scheduler", Value: "mq-deadline", Rule: "r"},
 			{Attribute: "nr_requests", Value: "64", Rule: "r"},
 		}},
-		{"written", disk("none", "128"), "", []Applied{
+		{"written", disk("none", "128"), "", []statefile.Applied{
 			{Attribute: "scheduler", Value: "mq-deadline", Rule: "r"},
 			{Attribute: "nr_requests", Value: "64", Rule: "r"},
 		}},
-		{"scheduler write failed", disk("none", "128"), "scheduler", []Applied{
+		{"scheduler write failed", disk("none", "128"), "scheduler", []statefile.Applied{
 			{Attribute: "scheduler", Value: "none", Want: "mq-deadline", Rule: "r"},
 			{Attribute: "nr_requests", Value: "64", Rule: "r"},
 		}},
