@@ -207,8 +207,8 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 // Run starts the daemon and returns when ctx is done or SIGTERM/SIGINT
 // arrives (nil: a clean stop, also during the start), or when it cannot
 // start. It returns once every goroutine it started has ended, but those
-// stuck in the kernel (a write to a dead device): it waits for them at most
-// StopTimeout.
+// stuck in the kernel (a write to a dead device, a read of a policy on a hung
+// filesystem), which it waits for only so long (StopTimeout, taskGrace).
 func (d *Daemon) Run(ctx context.Context) error {
 	signals, stopSignals := d.signals()
 	defer stopSignals()
@@ -331,8 +331,13 @@ func (d *Daemon) goTask(f func()) {
 	}()
 }
 
-// waitTasks waits for the goroutines Run started, at most StopTimeout: a
-// policy load stuck in a read cannot be interrupted.
+// taskGrace bounds how long Run waits, once stopped, for its tasks: they
+// end within microseconds of the stop, but for a policy load stuck in a read
+// (a hung network filesystem), which nothing can interrupt, and whose answer
+// no one waits for any more.
+const taskGrace = time.Second
+
+// waitTasks waits for the goroutines Run started, at most taskGrace.
 func (d *Daemon) waitTasks() {
 	done := make(chan struct{})
 	go func() {
@@ -341,8 +346,8 @@ func (d *Daemon) waitTasks() {
 	}()
 	select {
 	case <-done:
-	case <-time.After(d.cfg.StopTimeout):
-		d.log.Warn("some tasks were still running at exit", "waited", d.cfg.StopTimeout)
+	case <-time.After(taskGrace):
+		d.log.Warn("a task was still running at exit (a policy load stuck in a read?)", "waited", taskGrace)
 	}
 }
 

@@ -1,13 +1,8 @@
 package daemon
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/iosched/iosched/internal/atomicfile"
-	"github.com/iosched/iosched/internal/statefile"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iosched/iosched/internal/statefile"
 
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
@@ -312,76 +309,6 @@ func TestRestoreOnExit(t *testing.T) {
 	}
 }
 
-func TestStateFileIsReplacedAtomically(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
-	big := func(i int) []byte {
-		st := statefile.State{PID: i, Disks: map[string]*statefile.DiskState{}}
-		for n := range 500 {
-			st.Disks[fmt.Sprintf("loop%d", n)] = &statefile.DiskState{Class: "loop", Rules: []string{"r"}}
-		}
-		b, _ := json.Marshal(st)
-		return b
-	}
-	if err := atomicfile.Write(path, big(0)); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	done := make(chan error)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			b, err := os.ReadFile(path)
-			var st statefile.State
-			if err == nil {
-				err = json.Unmarshal(b, &st)
-			}
-			if err != nil {
-				done <- fmt.Errorf("a reader saw a partial file: %w", err)
-				return
-			}
-		}
-	}()
-	for i := range 200 {
-		if err := atomicfile.Write(path, big(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(stop)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(filepath.Dir(path))
-	if len(entries) != 1 {
-		t.Errorf("temporary files left: %v", entries)
-	}
-}
-
-func TestReadStateWhenNoDaemonRuns(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := statefile.Read(dir); !errorsIs(err, statefile.ErrNotRunning) {
-		t.Errorf("no state file: err = %v, want statefile.ErrNotRunning", err)
-	}
-	// A state file left by a process that is gone.
-	writeFile(t, statefile.Path(dir), `{"pid": 2147483646, "started": "2025-01-01T00:00:00Z"}`)
-	if _, err := statefile.Read(dir); !errorsIs(err, statefile.ErrNotRunning) {
-		t.Errorf("dead pid: err = %v, want statefile.ErrNotRunning", err)
-	}
-	// A live pid that is not the process that wrote the file.
-	writeFile(t, statefile.Path(dir), fmt.Sprintf(`{"pid": %d, "proc_start": 1}`, os.Getpid()))
-	if _, err := statefile.Read(dir); !errorsIs(err, statefile.ErrNotRunning) {
-		t.Errorf("recycled pid: err = %v, want statefile.ErrNotRunning", err)
-	}
-	writeFile(t, statefile.Path(dir), fmt.Sprintf(`{"pid": %d, "proc_start": %d}`, os.Getpid(), statefile.StartTime(os.Getpid())))
-	if _, err := statefile.Read(dir); err != nil {
-		t.Errorf("live daemon: %v", err)
-	}
-}
-
 // In udev mode, disks no event has told about yet (the first scan) get their
 // properties from udevd's database.
 func TestDaemonUdevPropertiesFromTheDatabase(t *testing.T) {
@@ -567,41 +494,4 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 			t.Errorf("a new disk's first writes logged as drift: %q", lines)
 		}
 	})
-}
-
-// An originals file that cannot be read keeps the daemon from starting only
-// when restore_on_exit needs it.
-func TestUnreadableOriginals(t *testing.T) {
-	fs := fakeTree(t, "loop20000")
-	stateDir := t.TempDir()
-	// A directory: reading it fails, even as root.
-	if err := os.Mkdir(filepath.Join(stateDir, "originals.json"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r := start(t, testPolicy(""), func(cfg *Config) {
-		cfg.FS = fs
-		cfg.StateDir = stateDir
-		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
-	})
-	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
-		t.Errorf("restore_on_exit off: scheduler %s, want mq-deadline", got)
-	}
-	if len(r.log.lines("level=WARN", "original values", "originals.json")) != 1 {
-		t.Errorf("no warning about the unreadable file:\n%s", r.log)
-	}
-
-	dir := t.TempDir()
-	policyPath := filepath.Join(dir, "policy.toml")
-	writeFile(t, policyPath, testPolicy("[daemon]\nrestore_on_exit = true\n"))
-	d, err := New(Config{PolicyPath: policyPath, FS: fs, StateDir: stateDir, RuntimeDir: filepath.Join(dir, "run"),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal),
-		dial: (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := d.Run(ctx); err == nil || !strings.Contains(err.Error(), "original values") {
-		t.Errorf("restore_on_exit on: Run = %v, want an error about the original values", err)
-	}
 }

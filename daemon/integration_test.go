@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/iosched/iosched/internal/statefile"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iosched/iosched/internal/statefile"
 
 	"github.com/iosched/iosched/internal/looptest"
 )

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/iosched/iosched/apply"
@@ -79,8 +80,8 @@ func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error
 	case err == nil:
 		o.adopt(f)
 		return o, nil
-	case errors.Is(err, os.ErrNotExist):
-		return o, nil
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return o, nil // none yet (ENOTDIR: nor a directory to hold one)
 	}
 	aside := fmt.Sprintf("%s.unreadable-%s", o.path, time.Now().UTC().Format("20060102T150405.000000000Z"))
 	if rerr := os.Rename(o.path, aside); rerr != nil {

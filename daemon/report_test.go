@@ -1,9 +1,10 @@
 package daemon
 
 import (
-	"github.com/iosched/iosched/internal/statefile"
 	"reflect"
 	"testing"
+
+	"github.com/iosched/iosched/internal/statefile"
 
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/plan"

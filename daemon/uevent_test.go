@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iosched/iosched/sysfs"
 	"github.com/pilebones/go-udev/netlink"
+
+	"github.com/iosched/iosched/sysfs"
 )
 
 func TestParseEvent(t *testing.T) {
