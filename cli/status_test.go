@@ -110,3 +110,36 @@ func TestStatusShowsTheDaemon(t *testing.T) {
 		t.Errorf("--json lost data:\n%s", out)
 	}
 }
+
+// What keeps the daemon from doing all its job shows: a failure to save the
+// original values, disks whose originals are unknown, warnings, refused
+// writes. Before, a failed save left "last error: none".
+func TestStatusShowsFaults(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
+	st := &statefile.State{
+		PID: os.Getpid(), ProcStart: statefile.StartTime(os.Getpid()), Exe: statefile.Exe(os.Getpid()), Started: at,
+		PersistenceError: &statefile.Problem{At: at, Message: "saving the original values: read-only file system"},
+		OriginalsUnknown: []string{"loop20001"},
+		Warnings:         []string{"uevent_source is udev, but no udevd runs"},
+		Disks: map[string]*statefile.DiskState{
+			"loop20000": {Class: "loop", Rules: []string{"loops"}, Refused: []statefile.Refusal{
+				{Attribute: "nr_requests", Value: "100000", Error: "write: invalid argument", Since: at, Retry: at.Add(time.Minute)}}},
+		},
+	}
+	writeState(t, dir, st)
+	code, out, stderr := runStatus(t, "--runtime-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"saving state: FAILING since 2025-03-01 12:00:00: saving the original values: read-only file system",
+		"original values unknown (restore on exit cannot put them back): loop20001",
+		"warning: uevent_source is udev, but no udevd runs",
+		"loop20000: nr_requests=100000 refused since 2025-03-01 12:00:00 (write: invalid argument); next try 2025-03-01 12:01:00",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}
