@@ -117,9 +117,11 @@ func TestDaemonRepairsDrift(t *testing.T) {
 	waitFor(t, 5*time.Second, "the drift to be logged", func() bool {
 		return len(r.log.lines("drift repaired", "device=loop20000", "attribute=nr_requests", "from=32", "to=64")) == 1
 	})
-	// Nothing drifted since: reconciles read and do not write.
+	// Nothing drifted since: three reconciles read and do not write.
 	w := r.d.writes.Load()
-	time.Sleep(350 * time.Millisecond)
+	reconciles := func() int { return len(r.log.lines("scan done", "reason=reconcile")) }
+	seen := reconciles()
+	waitFor(t, 5*time.Second, "three more reconciles", func() bool { return reconciles() >= seen+3 })
 	if w2 := r.d.writes.Load(); w2 != w {
 		t.Errorf("%d writes while nothing drifted", w2-w)
 	}
