@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/statefile"
-
 )
 
 // TestMain lets a test run the daemon as a child process of the test
