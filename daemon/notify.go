@@ -30,7 +30,7 @@ func (d *Daemon) statusLine() string {
 	if c := d.report.lastChange; c != nil {
 		fmt.Fprintf(&b, "; last change %s %s %s %s->%s", c.At.Format(time.TimeOnly), c.Device, c.Attribute, c.From, c.To)
 	}
-	if r := d.report.reload; r != nil && !r.OK {
+	if r := d.report.lastReload(); r != nil && !r.OK {
 		fmt.Fprintf(&b, "; policy reload FAILED at %s, previous policy in force", r.At.Format(time.TimeOnly))
 	}
 	if e := d.report.lastError; e != nil {

@@ -25,7 +25,6 @@ import (
 // report is the daemon-wide part of the state, under Daemon.mu.
 type report struct {
 	policy     *policy.Policy
-	reload     *statefile.Reload
 	reloads    []statefile.Reload // the last keptReloads, newest last
 	scan       *statefile.Scan
 	lastChange *statefile.Change
@@ -37,6 +36,14 @@ type report struct {
 	// until a save succeeds.
 	persistence *statefile.Problem
 	udevWarning string
+}
+
+// lastReload is the newest reload, nil before the first.
+func (r *report) lastReload() *statefile.Reload {
+	if len(r.reloads) == 0 {
+		return nil
+	}
+	return &r.reloads[len(r.reloads)-1]
 }
 
 // keptReloads is how many reloads the state file lists: enough for the
@@ -56,7 +63,9 @@ func (d *Daemon) noteDisk(name string, rec *disk, dev *sysfs.Device, ev policy.E
 	for _, r := range rec.refused {
 		st.Refused = append(st.Refused, r.Refusal)
 	}
-	sort.Slice(st.Refused, func(i, j int) bool { return st.Refused[i].Attribute < st.Refused[j].Attribute })
+	if len(st.Refused) > 1 {
+		sort.Slice(st.Refused, func(i, j int) bool { return st.Refused[i].Attribute < st.Refused[j].Attribute })
+	}
 
 	d.mu.Lock()
 	old := rec.state
@@ -119,14 +128,13 @@ func (d *Daemon) noteChange(c statefile.Change) {
 func (d *Daemon) noteReload(ok bool, errs, requests []string) {
 	d.mu.Lock()
 	seq := 1
-	if d.report.reload != nil {
-		seq = d.report.reload.Seq + 1
+	if r := d.report.lastReload(); r != nil {
+		seq = r.Seq + 1
 	}
 	d.report.reloads = append(d.report.reloads, statefile.Reload{Seq: seq, At: time.Now(), OK: ok, Requests: requests, Errors: errs, Done: !ok})
 	if n := len(d.report.reloads); n > keptReloads {
 		d.report.reloads = slices.Delete(d.report.reloads, 0, n-keptReloads)
 	}
-	d.report.reload = &d.report.reloads[len(d.report.reloads)-1]
 	switch {
 	case !ok:
 		d.report.lastError = &statefile.Problem{At: time.Now(), Message: "policy reload failed: " + strings.Join(errs, "; ")}
@@ -243,14 +251,17 @@ func (d *Daemon) snapshot() *statefile.State {
 		Exe:              d.exe,
 		Started:          d.started,
 		Updated:          time.Now(),
-		LastReload:       d.report.reload,
-		Reloads:          d.report.reloads,
+		Reloads:          slices.Clone(d.report.reloads), // marshalled after the lock
 		LastScan:         d.report.scan,
 		LastChange:       d.report.lastChange,
 		LastError:        d.report.lastError,
 		PersistenceError: d.report.persistence,
 		OriginalsUnknown: unknown,
 		Disks:            make(map[string]*statefile.DiskState, len(d.disks)),
+	}
+	if r := d.report.lastReload(); r != nil {
+		last := *r
+		st.LastReload = &last
 	}
 	if d.report.udevWarning != "" {
 		st.Warnings = append(st.Warnings, d.report.udevWarning)
