@@ -114,6 +114,7 @@ type Daemon struct {
 	changed   chan struct{} // the state file is out of date
 	scanDone  chan scanResult
 	loaded    chan loadResult
+	quit      chan struct{} // closed when Run is done with the loop
 	burstOver chan struct{} // the queue went idle after many passes at once
 }
 
@@ -182,6 +183,7 @@ func New(cfg Config) (*Daemon, error) {
 		changed:   make(chan struct{}, 1),
 		scanDone:  make(chan scanResult, 1),
 		loaded:    make(chan loadResult, 1),
+		quit:      make(chan struct{}),
 		burstOver: make(chan struct{}, 1),
 	}
 	d.passCtx, d.stopPasses = context.WithCancel(context.Background())
@@ -218,6 +220,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer unlock()
 	defer d.waitTasks()
+	defer close(d.quit)
 	d.started = time.Now()
 	d.exe = statefile.Exe(os.Getpid())
 
@@ -368,7 +371,7 @@ func (d *Daemon) load(seq int, out chan<- loadResult) {
 		pol, err := d.cfg.Load(d.cfg.PolicyPath)
 		select {
 		case out <- loadResult{seq: seq, pol: pol, err: err}:
-		default: // given up on: the loop has moved on
+		case <-d.quit: // no one waits any more
 		}
 	})
 }
