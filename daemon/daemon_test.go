@@ -172,6 +172,7 @@ func TestDaemonReload(t *testing.T) {
 // notifySocket is a socket in NOTIFY_SOCKET, as systemd's.
 type notifySocket struct {
 	t    *testing.T
+	path string
 	msgs chan string
 }
 
@@ -183,7 +184,7 @@ func listenNotify(t *testing.T) *notifySocket {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	n := &notifySocket{t: t, msgs: make(chan string, 1000)}
+	n := &notifySocket{t: t, path: sock, msgs: make(chan string, 1000)}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -211,6 +212,33 @@ func (n *notifySocket) expect(s string) string {
 			}
 		case <-deadline:
 			n.t.Fatalf("no %s message within 5 s", s)
+		}
+	}
+}
+
+// sent returns every message sent so far, in order: it sends a marker of
+// its own and collects what comes before it (a datagram socket keeps the
+// order).
+func (n *notifySocket) sent() []string {
+	n.t.Helper()
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: n.path, Net: "unixgram"})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("TEST-MARKER")); err != nil {
+		n.t.Fatal(err)
+	}
+	var out []string
+	for {
+		select {
+		case m := <-n.msgs:
+			if m == "TEST-MARKER" {
+				return out
+			}
+			out = append(out, m)
+		case <-time.After(5 * time.Second):
+			n.t.Fatal("the marker did not come back within 5 s")
 		}
 	}
 }
