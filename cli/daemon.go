@@ -31,19 +31,38 @@ settings the policy makes and repairs drift: a few small reads a disk and no
 write when nothing drifted, so 1000 disks cost milliseconds a minute.
 SIGUSR1 starts a reconcile at once.
 
+A "remove" uevent makes it forget a disk only when sysfs shows the disk gone;
+one still there is read again. A write the kernel refuses (EINVAL) is retried
+after a minute, then twice as long each time up to an hour, logged again only
+when the failure changes, and shown in iosched status meanwhile. With
+--uevent-source udev and no udevd running (no /run/udev/control), it warns in
+the log and in iosched status, and still scans and reconciles.
+
 It speaks systemd's notify protocol (READY, RELOADING, STOPPING, STATUS, WATCHDOG)
 and logs to the journal with DEVICE=, ATTRIBUTE=, FROM=, TO=, RULE= fields when
 stderr is the journal. Its state is in RUNTIME-DIR/state.json: see iosched status.
+It holds an exclusive lock on RUNTIME-DIR/lock: a second daemon on the same
+runtime directory exits 1 at once, naming the running one's pid. A runtime
+directory it cannot write (read-only) keeps it from starting, since status and
+reload could not find it.
 
-On SIGTERM or SIGINT it finishes the writes in flight (at most 10 s) and exits 0.
+On SIGTERM or SIGINT it abandons the scans and re-plans under way (also the one
+at start: it then exits without ever telling systemd it was ready), finishes the
+writes in flight (at most 10 s) and exits 0.
 The settings stay as they are: they are what the policy wants, and a restart or
 an upgrade must not flap every disk through the kernel defaults and back (each
 scheduler switch freezes the disk's queue). With [daemon] restore_on_exit = true
 it puts back the values it found before changing them. Each is remembered in
 STATE-DIR/originals.json before the first change made while restore_on_exit is
-on, and never overwritten, so a crash and restart does not lose it. A disk
-whose write is still hanging at stop is not restored (the two would race); its
-values stay remembered for the next stop.`,
+on, and never overwritten, so a crash and restart does not lose it; the
+generation before the last write is kept as originals.json.prev. An
+originals.json that cannot be read is never written over: it is renamed
+originals.json.unreadable-TIME and the previous generation read instead. Disks
+neither covers whose settings are already the policy's have unknown original
+values: the log and iosched status name them, and at stop they count as failed
+in the "original values restored" summary while what is known is put back. A
+disk whose write is still hanging at stop is not restored (the two would race);
+its values stay remembered for the next stop.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var level slog.Level

@@ -3,6 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/internal/statefile"
 )
 
 func newReloadCmd(e *env) *cobra.Command {
@@ -27,6 +31,12 @@ It is the unit's ExecReload=, so that "systemctl reload iosched" returns once
 the reload is done and fails when the policy is refused (a bare kill -HUP
 returns at once, whatever happens).
 
+Each reload leaves a request in RUNTIME-DIR/reload-requests and waits for the
+daemon's answer to that request: reloads run at the same time each get the
+result of a policy read after they asked. The signal goes only to the process
+the state file names, once its start time and executable show it is that
+daemon.
+
 Exit status: 0 reloaded; 1 refused, or no answer within --timeout; 3 no daemon
 is running.`,
 		Args: cobra.NoArgs,
@@ -35,9 +45,16 @@ is running.`,
 			if err != nil {
 				return err
 			}
-			pid, before := st.PID, 0
-			if st.LastReload != nil {
-				before = st.LastReload.Seq
+			pid := st.PID
+			id, err := requestReload(runtimeDir)
+			if err != nil {
+				return err
+			}
+			defer os.Remove(filepath.Join(statefile.ReloadRequestDir(runtimeDir), id)) // when not taken
+			// Checked again just before signalling: the pid must
+			// still be the daemon's.
+			if err := statefile.Verify(st.PID, st.ProcStart, st.Exe); err != nil {
+				return &ExitError{Code: 3, Msg: fmt.Sprintf("%s (pid %d: %v)", statefile.ErrNotRunning, pid, err)}
 			}
 			if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 				return fmt.Errorf("signalling the daemon (pid %d): %w", pid, err)
@@ -45,12 +62,11 @@ is running.`,
 			deadline := time.Now().Add(timeout)
 			for {
 				time.Sleep(50 * time.Millisecond)
-				st, err := daemon.ReadState(runtimeDir)
-				if errors.Is(err, daemon.ErrNotRunning) {
+				st, err := statefile.Read(runtimeDir)
+				if errors.Is(err, statefile.ErrNotRunning) {
 					return &ExitError{Code: 3, Msg: "the daemon exited during the reload: " + err.Error()}
 				}
-				if err == nil && st.LastReload != nil && st.LastReload.Seq > before && st.LastReload.Done {
-					r := st.LastReload
+				if r := answer(st, id); err == nil && r != nil && r.Done {
 					if !r.OK {
 						for _, msg := range r.Errors {
 							fmt.Fprintln(e.stderr, msg)
@@ -69,4 +85,31 @@ is running.`,
 	cmd.Flags().StringVar(&runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "the daemon's runtime directory")
 	cmd.Flags().DurationVar(&timeout, "timeout", 90*time.Second, "how long to wait for the re-plan")
 	return cmd
+}
+
+// requestReload leaves a request for the next reload to answer, and returns
+// its id.
+func requestReload(runtimeDir string) (string, error) {
+	dir := statefile.ReloadRequestDir(runtimeDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("reload request: %w", err)
+	}
+	id := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	if err := os.WriteFile(filepath.Join(dir, id), nil, 0o644); err != nil {
+		return "", fmt.Errorf("reload request: %w", err)
+	}
+	return id, nil
+}
+
+// answer is the reload that took request id, nil when none has yet.
+func answer(st *statefile.State, id string) *statefile.Reload {
+	if st == nil {
+		return nil
+	}
+	for i := range st.Reloads {
+		if slices.Contains(st.Reloads[i].Requests, id) {
+			return &st.Reloads[i]
+		}
+	}
+	return nil
 }

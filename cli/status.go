@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/internal/statefile"
 )
 
 func newStatusCmd(e *env) *cobra.Command {
@@ -23,9 +24,14 @@ func newStatusCmd(e *env) *cobra.Command {
 		Use:   "status",
 		Short: "Show what the running daemon manages, its last changes and errors",
 		Long: `iosched status prints the running daemon's state: its policy and the last
-reload's result, the last scan, change and error, and every disk a rule matched
-with the settings made on it. Exit 0 when a daemon runs, 3 when none does (as
-systemctl status).`,
+reload's result, the last scan, change and error, a failure to save the
+original values restore_on_exit needs, the disks whose original values are
+unknown (their record was unreadable), warnings (uevent_source = "udev" with no
+udevd running), and every disk a rule matched with the settings made on it and
+the writes the kernel refused (retried after a minute, then less and less
+often, up to hourly). Exit 0 when a daemon runs, 3 when none does (as systemctl
+status): a state file whose pid is gone, or is not the daemon that wrote it
+(another start time or executable), means none runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := runningState(runtimeDir)
@@ -46,15 +52,15 @@ systemctl status).`,
 
 // runningState reads the running daemon's state; none running is exit 3,
 // as systemctl says.
-func runningState(runtimeDir string) (*daemon.State, error) {
-	st, err := daemon.ReadState(runtimeDir)
-	if errors.Is(err, daemon.ErrNotRunning) {
+func runningState(runtimeDir string) (*statefile.State, error) {
+	st, err := statefile.Read(runtimeDir)
+	if errors.Is(err, statefile.ErrNotRunning) {
 		return nil, &ExitError{Code: 3, Msg: err.Error()}
 	}
 	return st, err
 }
 
-func renderStatus(w io.Writer, st *daemon.State, all bool, now time.Time) error {
+func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) error {
 	const stamp = "2006-01-02 15:04:05"
 	yesNo := map[bool]string{true: "yes", false: "no"}
 	fmt.Fprintf(w, "iosched daemon: running (pid %d) since %s, %s ago\n", st.PID, st.Started.Local().Format(stamp), now.Sub(st.Started).Round(time.Second))
@@ -93,11 +99,20 @@ func renderStatus(w io.Writer, st *daemon.State, all bool, now time.Time) error 
 	} else {
 		fmt.Fprintln(w, "last error: none")
 	}
+	if e := st.PersistenceError; e != nil {
+		fmt.Fprintf(w, "saving state: FAILING since %s: %s\n", e.At.Local().Format(stamp), e.Message)
+	}
+	if len(st.OriginalsUnknown) > 0 {
+		fmt.Fprintf(w, "original values unknown (restore on exit cannot put them back): %s\n", strings.Join(st.OriginalsUnknown, ", "))
+	}
+	for _, warning := range st.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
 	fmt.Fprintf(w, "disks: %d managed, %d seen\n", st.Managed, len(st.Disks))
 
 	names := make([]string, 0, len(st.Disks))
 	for n, d := range st.Disks {
-		if all || len(d.Rules) > 0 || d.LastError != nil {
+		if all || len(d.Rules) > 0 || d.LastError != nil || len(d.Refused) > 0 {
 			names = append(names, n)
 		}
 	}
@@ -127,6 +142,9 @@ func renderStatus(w io.Writer, st *daemon.State, all bool, now time.Time) error 
 		d := st.Disks[n]
 		for _, s := range d.Skipped {
 			fmt.Fprintf(w, "%s: %s not set: %s\n", n, s.Attribute, s.Reason)
+		}
+		for _, r := range d.Refused {
+			fmt.Fprintf(w, "%s: %s=%s refused since %s (%s); next try %s\n", n, r.Attribute, r.Value, r.Since.Local().Format(stamp), r.Error, r.Retry.Local().Format(stamp))
 		}
 		if e := d.LastError; e != nil {
 			fmt.Fprintf(w, "%s: error at %s: %s\n", n, e.At.Local().Format(stamp), e.Message)

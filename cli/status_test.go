@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/plan"
 )
 
@@ -21,7 +21,7 @@ func runStatus(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-func writeState(t *testing.T, dir string, st *daemon.State) {
+func writeState(t *testing.T, dir string, st *statefile.State) {
 	t.Helper()
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -40,7 +40,7 @@ func TestStatusExit3WhenNoDaemonRuns(t *testing.T) {
 		t.Errorf("no state file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	// The state file of a daemon that died without removing it.
-	writeState(t, dir, &daemon.State{PID: 2147483646})
+	writeState(t, dir, &statefile.State{PID: 2147483646})
 	if code, _, stderr := runStatus(t, "--runtime-dir", dir, "--json"); code != 3 || !strings.Contains(stderr, "has exited") {
 		t.Errorf("dead daemon: exit %d, stderr %q", code, stderr)
 	}
@@ -49,24 +49,26 @@ func TestStatusExit3WhenNoDaemonRuns(t *testing.T) {
 func TestStatusShowsTheDaemon(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
-	st := &daemon.State{
-		PID:     os.Getpid(), // alive: this test
-		Started: at,
-		Updated: at.Add(time.Minute),
-		Policy:  daemon.PolicyState{Sources: []string{"/etc/iosched/policy.toml"}, UeventSource: "kernel", ReconcileInterval: "1m0s"},
-		LastReload: &daemon.Reload{At: at.Add(30 * time.Second), OK: false,
+	st := &statefile.State{
+		PID:       os.Getpid(), // alive: this test
+		ProcStart: statefile.StartTime(os.Getpid()),
+		Exe:       statefile.Exe(os.Getpid()),
+		Started:   at,
+		Updated:   at.Add(time.Minute),
+		Policy:    statefile.PolicyState{Sources: []string{"/etc/iosched/policy.toml"}, UeventSource: "kernel", ReconcileInterval: "1m0s"},
+		LastReload: &statefile.Reload{At: at.Add(30 * time.Second), OK: false,
 			Errors: []string{`/etc/iosched/policy.toml:3:1: rule 1 "x": set.readahead_kb: unknown key; did you mean "read_ahead_kb"?`}},
-		LastScan:   &daemon.Scan{At: at.Add(30 * time.Second), Reason: "reconcile", Disks: 3, Writes: 0, Seconds: 0.0042},
-		LastChange: &daemon.Change{At: at.Add(10 * time.Second), Device: "loop20000", Attribute: "scheduler", From: "none", To: "mq-deadline", Rule: "loops", Drift: true},
+		LastScan:   &statefile.Scan{At: at.Add(30 * time.Second), Reason: "reconcile", Disks: 3, Writes: 0, Seconds: 0.0042},
+		LastChange: &statefile.Change{At: at.Add(10 * time.Second), Device: "loop20000", Attribute: "scheduler", From: "none", To: "mq-deadline", Rule: "loops", Drift: true},
 		Managed:    2,
-		Disks: map[string]*daemon.DiskState{
-			"loop20000": {Class: "loop", Rules: []string{"loops"}, Settings: []daemon.Applied{
+		Disks: map[string]*statefile.DiskState{
+			"loop20000": {Class: "loop", Rules: []string{"loops"}, Settings: []statefile.Applied{
 				{Attribute: "scheduler", Value: "mq-deadline", Rule: "loops"}, {Attribute: "nr_requests", Value: "64", Rule: "loops"}}},
-			"loop20001": {Class: "loop", Rules: []string{"loops"}, Settings: []daemon.Applied{
+			"loop20001": {Class: "loop", Rules: []string{"loops"}, Settings: []statefile.Applied{
 				{Attribute: "scheduler", Value: "none", Want: "bfq", Rule: "loops"}},
 				Skipped:   []plan.Skip{{Attribute: "iosched/slice_idle", Reason: "not a parameter of none"}},
-				LastError: &daemon.Problem{At: at.Add(20 * time.Second), Message: "scheduler: write: invalid argument"}},
-			"vda": {Class: "virtio", Rules: []string{}, Settings: []daemon.Applied{}},
+				LastError: &statefile.Problem{At: at.Add(20 * time.Second), Message: "scheduler: write: invalid argument"}},
+			"vda": {Class: "virtio", Rules: []string{}, Settings: []statefile.Applied{}},
 		},
 	}
 	writeState(t, dir, st)
@@ -100,11 +102,44 @@ func TestStatusShowsTheDaemon(t *testing.T) {
 	}
 
 	code, out, _ = runStatus(t, "--runtime-dir", dir, "--json")
-	var got daemon.State
+	var got statefile.State
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
 		t.Fatalf("--json: exit %d, %v:\n%s", code, err, out)
 	}
 	if got.PID != st.PID || got.Disks["loop20001"].Settings[0].Want != "bfq" || got.LastReload.OK {
 		t.Errorf("--json lost data:\n%s", out)
+	}
+}
+
+// What keeps the daemon from doing all its job shows: a failure to save the
+// original values, disks whose originals are unknown, warnings, refused
+// writes. Before, a failed save left "last error: none".
+func TestStatusShowsFaults(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
+	st := &statefile.State{
+		PID: os.Getpid(), ProcStart: statefile.StartTime(os.Getpid()), Exe: statefile.Exe(os.Getpid()), Started: at,
+		PersistenceError: &statefile.Problem{At: at, Message: "saving the original values: read-only file system"},
+		OriginalsUnknown: []string{"loop20001"},
+		Warnings:         []string{"uevent_source is udev, but no udevd runs"},
+		Disks: map[string]*statefile.DiskState{
+			"loop20000": {Class: "loop", Rules: []string{"loops"}, Refused: []statefile.Refusal{
+				{Attribute: "nr_requests", Value: "100000", Error: "write: invalid argument", Since: at, Retry: at.Add(time.Minute)}}},
+		},
+	}
+	writeState(t, dir, st)
+	code, out, stderr := runStatus(t, "--runtime-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"saving state: FAILING since 2025-03-01 12:00:00: saving the original values: read-only file system",
+		"original values unknown (restore on exit cannot put them back): loop20001",
+		"warning: uevent_source is udev, but no udevd runs",
+		"loop20000: nr_requests=100000 refused since 2025-03-01 12:00:00 (write: invalid argument); next try 2025-03-01 12:01:00",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -43,6 +44,9 @@ type Config struct {
 	// UdevDataDir is udevd's database (default /run/udev/data): in udev
 	// mode, the properties of disks no event has told about yet.
 	UdevDataDir string
+	// UdevControl is udevd's control socket (default /run/udev/control):
+	// in udev mode, its absence means no udevd runs to send events.
+	UdevControl string
 	// RuntimeDir holds state.json; StateDir what must outlive the
 	// process (the original values restore_on_exit puts back).
 	RuntimeDir string
@@ -52,16 +56,11 @@ type Config struct {
 	RulesRoot string
 	// Parallel bounds how many disks are handled at once (default 192).
 	// A scheduler switch blocks its thread ~25 ms in the kernel waiting
-	// for RCU grace periods, which overlap across disks: 1000 switches
-	// take 24 s one by one (KERNEL-NOTES). Each disk in flight holds a
-	// thread blocked in the kernel and its pass's memory, ~40 KiB
-	// together. 1000 loops at once on 2 vCPUs, 4 Ps, four rounds
-	// alternating (a cgo build; the static one packages ship is ~1.5 MiB
-	// smaller): 128 at once took 0.24-0.29 s and peaked at a VmHWM of
-	// 16.7-17.7 MiB; 192: 0.22-0.27 s, 19.7-20.1 MiB; 256: 0.22-0.25 s,
-	// 20.9-22.5 MiB. 192 keeps the static build's peak mostly under the
-	// 20 MiB issue 4 sets for 1000 disks: 17.3-20.6 MiB over ~30 timed
-	// bursts, 17.7-19.0 MiB in contrib/bench's six runs.
+	// for RCU grace periods, which overlap across disks, so a burst is
+	// handled many disks at once; but each disk in flight holds a thread
+	// blocked in the kernel and its pass's memory, ~40 KiB together. The
+	// default is where more at once stopped paying for its memory
+	// (contrib/bench/README.md has the measurements).
 	Parallel int
 	// ScanTimeout bounds how long a scan waits for its passes (default
 	// 30 s): a disk whose write hangs is left to finish on its own.
@@ -69,6 +68,9 @@ type Config struct {
 	// StopTimeout bounds how long a stop waits for passes in flight
 	// (default 10 s).
 	StopTimeout time.Duration
+	// LoadTimeout bounds how long reading the policy may take (default
+	// 10 s): a load that takes longer is refused.
+	LoadTimeout time.Duration
 	Logger      *slog.Logger
 	// Signals delivers SIGHUP, SIGTERM, SIGINT, SIGUSR1; nil means the
 	// process's own.
@@ -91,12 +93,24 @@ type Daemon struct {
 	queue   *queue
 	policy  atomic.Pointer[policy.Policy]
 	writes  atomic.Int64
+	passes  atomic.Int64 // passes run: what tests count instead of sleeping
 	orig    *originals
 	started time.Time
-	udev    bool // listening to udevd: properties matter
+	exe     string // this process's executable, for the state file
+	udev    bool   // listening to udevd: properties matter
+	// stopping is set when a stop begins: a pass that has not started
+	// writing gives up, so a stop does not wait for a scan to finish.
+	stopping atomic.Bool
 	// passCtx is cancelled when a stop gives up waiting for passes.
 	passCtx    context.Context
 	stopPasses context.CancelFunc
+	// tasks are the goroutines Run starts besides passes (the uevent
+	// listener, scans, policy loads, the thread release): Run returns
+	// once they have.
+	tasks sync.WaitGroup
+	// persistFailed is set while the last save of the original values
+	// failed, so a pass that saves them clears the error only then.
+	persistFailed atomic.Bool
 
 	mu     sync.Mutex // guards disks and report
 	disks  map[string]*disk
@@ -106,6 +120,8 @@ type Daemon struct {
 
 	changed   chan struct{} // the state file is out of date
 	scanDone  chan scanResult
+	loaded    chan loadResult
+	quit      chan struct{} // closed when Run is done with the loop
 	burstOver chan struct{} // the queue went idle after many passes at once
 }
 
@@ -132,6 +148,9 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.UdevDataDir == "" {
 		cfg.UdevDataDir = "/run/udev/data"
 	}
+	if cfg.UdevControl == "" {
+		cfg.UdevControl = "/run/udev/control"
+	}
 	if cfg.RuntimeDir == "" {
 		cfg.RuntimeDir = DefaultRuntimeDir
 	}
@@ -146,6 +165,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 10 * time.Second
+	}
+	if cfg.LoadTimeout <= 0 {
+		cfg.LoadTimeout = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -170,6 +192,8 @@ func New(cfg Config) (*Daemon, error) {
 		disks:     map[string]*disk{},
 		changed:   make(chan struct{}, 1),
 		scanDone:  make(chan scanResult, 1),
+		loaded:    make(chan loadResult, 1),
+		quit:      make(chan struct{}),
 		burstOver: make(chan struct{}, 1),
 	}
 	d.passCtx, d.stopPasses = context.WithCancel(context.Background())
@@ -193,15 +217,66 @@ func (e *PolicyError) Error() string { return e.Err.Error() }
 func (e *PolicyError) Unwrap() error { return e.Err }
 
 // Run starts the daemon and returns when ctx is done or SIGTERM/SIGINT
-// arrives (nil: a clean stop), or when it cannot start.
+// arrives (nil: a clean stop, also during the start), or when it cannot
+// start. It returns once every goroutine it started has ended, but those
+// stuck in the kernel (a write to a dead device, a read of a policy on a hung
+// filesystem), which it waits for only so long (StopTimeout, taskGrace).
 func (d *Daemon) Run(ctx context.Context) error {
-	events, signals, cleanup, err := d.start(ctx)
+	signals, stopSignals := d.signals()
+	defer stopSignals()
+	unlock, err := lockRuntimeDir(d.cfg.RuntimeDir)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer unlock()
+	defer d.waitTasks()
+	defer close(d.quit)
+	d.started = time.Now()
+	d.exe = statefile.Exe(os.Getpid())
+
+	pol, err := d.loadAtStart(ctx, signals)
+	if err != nil || pol == nil {
+		return err // nil: stopped while loading
+	}
+	d.setPolicy(pol)
+	if d.orig, err = loadOriginals(d.cfg.StateDir, d.fs, d.log); err != nil {
+		if pol.Daemon.RestoreOnExit {
+			return err
+		}
+		d.log.Warn("the original values file is ignored: restore_on_exit is off", "error", err)
+	}
+	d.checkUdev()
+	// Listen before scanning, so a disk appearing during the scan is
+	// either seen by it or heard of afterwards.
+	d.udev = d.ueventSource(pol) == "udev"
+	c, err := d.cfg.dial(d.udev)
+	if err != nil {
+		return err
+	}
+	events := make(chan event, 1024)
+	listenCtx, stopListening := context.WithCancel(ctx)
+	lst := &listener{dial: d.cfg.dial, udev: d.udev, log: d.log, out: events, c: c}
+	d.goTask(func() { lst.run(listenCtx) })
+	follower := d.followUdev(d.udev)
+	if follower != nil {
+		d.goTask(func() { follower.run(listenCtx) })
+	}
+	defer func() {
+		stopListening()
+		lst.close()
+		if follower != nil {
+			follower.close()
+		}
+	}()
+	// A state file that cannot be written would make status and reload
+	// say no daemon runs: refuse to start instead.
+	if err := d.writeState(); err != nil {
+		return fmt.Errorf("runtime directory: %w", err)
+	}
+
 	l := d.newLoop()
 	defer l.stop()
+	l.scan(full, "start")
 	for {
 		select {
 		case ev := <-events:
@@ -216,9 +291,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case ev := <-d.follow.events:
 			d.recheck(l, ev)
 		case <-l.reconcile:
-			l.scan(verify, "reconcile")
+			d.checkUdev()
+			l.scan(settingsOnly, "reconcile")
 		case r := <-d.scanDone:
 			l.scanned(r)
+		case r := <-d.loaded:
+			l.loaded(r)
+		case <-l.loadDeadline:
+			l.loadTimedOut()
 		case <-d.changed:
 			l.flushSoon()
 		case <-l.flush:
@@ -234,14 +314,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 			// again; its end asks again. A few passes running (one
 			// hung in the kernel, say) do not hold the release back.
 			if d.queue.running() <= keepThreads() {
-				go releaseThreads()
+				d.goTask(releaseThreads)
 			}
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:
 				l.reload()
 			case syscall.SIGUSR1:
-				l.scan(verify, "reconcile")
+				l.scan(settingsOnly, "reconcile")
 			default:
 				d.log.Info("stopping", "signal", sig.String())
 				return d.stop()
@@ -253,55 +333,96 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
-// start loads the policy, opens the uevent socket, passes over every disk
-// and tells systemd the daemon is ready.
-func (d *Daemon) start(ctx context.Context) (<-chan event, <-chan os.Signal, func(), error) {
-	d.started = time.Now()
-	pol, err := d.cfg.Load(d.cfg.PolicyPath)
-	if err != nil {
-		return nil, nil, nil, &PolicyError{err}
+// signals is the channel SIGHUP, SIGTERM, SIGINT and SIGUSR1 arrive on, and
+// the function that stops them.
+func (d *Daemon) signals() (<-chan os.Signal, func()) {
+	if d.cfg.Signals != nil {
+		return d.cfg.Signals, func() {}
 	}
-	d.setPolicy(pol)
-	if d.orig, err = loadOriginals(d.cfg.StateDir, d.fs, d.log); err != nil {
-		if pol.Daemon.RestoreOnExit {
-			// Starting would write a new file over the values it
-			// could not read.
-			return nil, nil, nil, err
-		}
-		d.log.Warn("ignoring the original values file: restore_on_exit is off", "error", err)
-	}
-	// Listen before scanning, so a disk appearing during the scan is
-	// either seen by it or heard of afterwards.
-	udev := d.ueventSource(pol) == "udev"
-	d.udev = udev
-	c, err := d.cfg.dial(udev)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	signals := d.cfg.Signals
-	stopSignals := func() {}
-	if signals == nil {
-		ch := make(chan os.Signal, 4)
-		signal.Notify(ch, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
-		signals, stopSignals = ch, func() { signal.Stop(ch) }
-	}
-	events := make(chan event, 1024)
-	listenCtx, stopListening := context.WithCancel(ctx)
-	l := &listener{dial: d.cfg.dial, udev: udev, log: d.log, out: events, c: c}
-	go l.run(listenCtx)
-	d.followUdev(listenCtx, udev)
-	cleanup := func() {
-		stopListening()
-		l.wake()
-		stopSignals()
-	}
-
-	d.noteScan(d.scan(full, "start"))
-	d.writeState()
-	d.notify(sd.SdNotifyReady + "\n" + d.statusLine())
-	d.log.Info("ready", "disks", d.count(), "policy", pol.Sources, "uevents", d.ueventSource(pol))
-	return events, signals, cleanup, nil
+	ch := make(chan os.Signal, 16)
+	signal.Notify(ch, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	return ch, func() { signal.Stop(ch) }
 }
+
+// goTask runs f on a goroutine Run waits for.
+func (d *Daemon) goTask(f func()) {
+	d.tasks.Add(1)
+	go func() {
+		defer d.tasks.Done()
+		f()
+	}()
+}
+
+// taskGrace bounds how long Run waits, once stopped, for its tasks: they
+// end within microseconds of the stop, but for a policy load stuck in a read
+// (a hung network filesystem), which nothing can interrupt, and whose answer
+// no one waits for any more.
+const taskGrace = time.Second
+
+// waitTasks waits for the goroutines Run started, at most taskGrace.
+func (d *Daemon) waitTasks() {
+	done := make(chan struct{})
+	go func() {
+		d.tasks.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(taskGrace):
+		d.log.Warn("a task was still running at exit (a policy load stuck in a read?)", "waited", taskGrace)
+	}
+}
+
+// loadResult is a policy read off the loop.
+type loadResult struct {
+	seq int // which load: a late answer to one given up on is dropped
+	pol *policy.Policy
+	err error
+}
+
+// load reads the policy on a goroutine of its own and sends the result to
+// d.loaded, or to out when set.
+func (d *Daemon) load(seq int, out chan<- loadResult) {
+	if out == nil {
+		out = d.loaded
+	}
+	d.goTask(func() {
+		pol, err := d.cfg.Load(d.cfg.PolicyPath)
+		select {
+		case out <- loadResult{seq: seq, pol: pol, err: err}:
+		case <-d.quit: // no one waits any more
+		}
+	})
+}
+
+// loadAtStart reads the policy, bounded by LoadTimeout. A stop asked
+// meanwhile returns nil, nil.
+func (d *Daemon) loadAtStart(ctx context.Context, signals <-chan os.Signal) (*policy.Policy, error) {
+	out := make(chan loadResult, 1)
+	d.load(0, out)
+	timeout := time.NewTimer(d.cfg.LoadTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case r := <-out:
+			if r.err != nil {
+				return nil, &PolicyError{r.err}
+			}
+			return r.pol, nil
+		case <-timeout.C:
+			return nil, &PolicyError{fmt.Errorf("%w within %s", errLoadTimeout, d.cfg.LoadTimeout)}
+		case sig := <-signals:
+			if sig == syscall.SIGTERM || sig == syscall.SIGINT {
+				d.log.Info("stopping while the policy loads", "signal", sig.String())
+				return nil, nil
+			}
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
+}
+
+var errLoadTimeout = errors.New("policy: reading it did not finish")
 
 func (d *Daemon) ueventSource(pol *policy.Policy) string {
 	if d.cfg.UeventSource != "" {
@@ -313,18 +434,44 @@ func (d *Daemon) ueventSource(pol *policy.Policy) string {
 	return pol.Daemon.UeventSource
 }
 
-// reload re-reads the policy. An invalid one leaves the old in force; it
-// reports whether the new one was taken. The loop re-plans and tells
-// systemd when it is done (loop.reload).
-func (d *Daemon) reload() bool {
-	d.notify(sd.SdNotifyReloading + "\n" + sd.SdNotifyMonotonicUsec())
-	pol, err := d.cfg.Load(d.cfg.PolicyPath)
+// checkUdev warns, in the log once and in the state for as long as it
+// lasts, when the daemon listens to udevd's events and no udevd runs (its
+// control socket is absent): hot-plugged disks would go unnoticed until the
+// next reconcile or rescan.
+func (d *Daemon) checkUdev() {
+	pol := d.policy.Load()
+	if pol == nil || d.ueventSource(pol) != "udev" {
+		return
+	}
+	_, err := os.Stat(d.cfg.UdevControl)
+	msg := ""
+	if err != nil {
+		msg = fmt.Sprintf("uevent_source is udev, but no udevd runs (%s: %v): disks that appear or change are not seen until the next reconcile", d.cfg.UdevControl, errors.Unwrap(err))
+	}
+	d.mu.Lock()
+	old := d.report.udevWarning
+	d.report.udevWarning = msg
+	d.mu.Unlock()
+	if msg != old {
+		if msg != "" {
+			d.log.Warn("no udevd runs: hot-plugged disks are seen only at the next reconcile", "control_socket", d.cfg.UdevControl)
+		} else {
+			d.log.Info("udevd runs again", "control_socket", d.cfg.UdevControl)
+		}
+		d.markChanged()
+	}
+}
+
+// reloaded takes a policy read on SIGHUP, or records why it was refused; it
+// reports whether it was taken. The loop re-plans and tells systemd when it
+// is done (loop.loaded).
+func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool {
 	if err != nil {
 		lines := errorLines(err)
 		for _, line := range lines {
 			d.log.Error("policy reload failed; the previous policy stays in force", "error", line)
 		}
-		d.noteReload(false, lines)
+		d.noteReload(false, lines, requests)
 		return false
 	}
 	old := d.policy.Load()
@@ -332,7 +479,7 @@ func (d *Daemon) reload() bool {
 		d.log.Warn("uevent_source changes take effect when the daemon restarts", "running", d.ueventSource(old))
 	}
 	d.setPolicy(pol)
-	d.noteReload(true, nil)
+	d.noteReload(true, nil, requests)
 	d.log.Info("policy reloaded; re-planning every disk", "policy", pol.Sources)
 	return true
 }
@@ -345,12 +492,14 @@ func (d *Daemon) setPolicy(p *policy.Policy) {
 	d.markChanged()
 }
 
-// stop lets the passes in flight finish (bounded by StopTimeout), puts the
-// original values back when the policy asks, and removes the state file.
-// Without restore_on_exit the settings stay: they are what the policy wants,
-// a restart (an upgrade) should not flap every disk through the kernel's
-// defaults and back, and each switch would freeze the disk's queue.
+// stop abandons the scans and passes not yet writing, lets the writes in
+// flight finish (bounded by StopTimeout), puts the original values back when
+// the policy asks, and removes the state file. Without restore_on_exit the
+// settings stay: they are what the policy wants, a restart (an upgrade)
+// should not flap every disk through the kernel's defaults and back, and
+// each switch would freeze the disk's queue.
 func (d *Daemon) stop() error {
+	d.stopping.Store(true)
 	d.notify(sd.SdNotifyStopping)
 	done := d.queue.close()
 	var writing []string // disks whose pass may still write
@@ -367,20 +516,13 @@ func (d *Daemon) stop() error {
 			writing = d.queue.busy()
 		}
 	}
-	if d.policy.Load().Daemon.RestoreOnExit {
+	if d.policy.Load().Daemon.RestoreOnExit && d.orig != nil {
 		d.restore(writing)
 	}
-	if err := os.Remove(statePath(d.cfg.RuntimeDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(statefile.Path(d.cfg.RuntimeDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		d.log.Warn("removing the state file", "error", err)
 	}
 	return nil
-}
-
-// notify sends one sd_notify message; without NOTIFY_SOCKET it does nothing.
-func (d *Daemon) notify(state string) {
-	if _, err := sd.SdNotify(false, state); err != nil {
-		d.log.Debug("sd_notify", "error", err)
-	}
 }
 
 func (d *Daemon) markChanged() {

@@ -1,11 +1,8 @@
 package daemon
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iosched/iosched/internal/statefile"
 
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
@@ -38,9 +37,9 @@ func (r *running) waitAttr(t *testing.T, name, attr, want string) {
 	})
 }
 
-func (r *running) state(t *testing.T) *State {
+func (r *running) state(t *testing.T) *statefile.State {
 	t.Helper()
-	st, err := ReadState(r.runtimeDir)
+	st, err := statefile.Read(r.runtimeDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +82,7 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 		t.Errorf("state pid %d managed %d sources %v", st.PID, st.Managed, st.Policy.Sources)
 	}
 	d := st.Disks["loop20001"]
-	if d.Class != "loop" || d.Rules[0] != "daemon test loops" || d.Settings[0] != (Applied{Attribute: "scheduler", Value: "mq-deadline", Rule: "daemon test loops"}) {
+	if d.Class != "loop" || d.Rules[0] != "daemon test loops" || d.Settings[0] != (statefile.Applied{Attribute: "scheduler", Value: "mq-deadline", Rule: "daemon test loops"}) {
 		t.Errorf("state of loop20001 = %+v", d)
 	}
 	if st.LastChange == nil || !strings.HasPrefix(st.LastChange.Device, "loop2000") {
@@ -118,9 +117,11 @@ func TestDaemonRepairsDrift(t *testing.T) {
 	waitFor(t, 5*time.Second, "the drift to be logged", func() bool {
 		return len(r.log.lines("drift repaired", "device=loop20000", "attribute=nr_requests", "from=32", "to=64")) == 1
 	})
-	// Nothing drifted since: reconciles read and do not write.
+	// Nothing drifted since: three reconciles read and do not write.
 	w := r.d.writes.Load()
-	time.Sleep(350 * time.Millisecond)
+	reconciles := func() int { return len(r.log.lines("scan done", "reason=reconcile")) }
+	seen := reconciles()
+	waitFor(t, 5*time.Second, "three more reconciles", func() bool { return reconciles() >= seen+3 })
 	if w2 := r.d.writes.Load(); w2 != w {
 		t.Errorf("%d writes while nothing drifted", w2-w)
 	}
@@ -171,6 +172,7 @@ func TestDaemonReload(t *testing.T) {
 // notifySocket is a socket in NOTIFY_SOCKET, as systemd's.
 type notifySocket struct {
 	t    *testing.T
+	path string
 	msgs chan string
 }
 
@@ -182,7 +184,7 @@ func listenNotify(t *testing.T) *notifySocket {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	n := &notifySocket{t: t, msgs: make(chan string, 1000)}
+	n := &notifySocket{t: t, path: sock, msgs: make(chan string, 1000)}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -210,6 +212,33 @@ func (n *notifySocket) expect(s string) string {
 			}
 		case <-deadline:
 			n.t.Fatalf("no %s message within 5 s", s)
+		}
+	}
+}
+
+// sent returns every message sent so far, in order: it sends a marker of
+// its own and collects what comes before it (a datagram socket keeps the
+// order).
+func (n *notifySocket) sent() []string {
+	n.t.Helper()
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: n.path, Net: "unixgram"})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("TEST-MARKER")); err != nil {
+		n.t.Fatal(err)
+	}
+	var out []string
+	for {
+		select {
+		case m := <-n.msgs:
+			if m == "TEST-MARKER" {
+				return out
+			}
+			out = append(out, m)
+		case <-time.After(5 * time.Second):
+			n.t.Fatal("the marker did not come back within 5 s")
 		}
 	}
 }
@@ -258,7 +287,7 @@ func TestSdNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.expect("STOPPING=1")
-	if _, err := os.Stat(statePath(r.runtimeDir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(statefile.Path(r.runtimeDir)); !os.IsNotExist(err) {
 		t.Errorf("state file left behind by a clean stop: %v", err)
 	}
 }
@@ -307,76 +336,6 @@ func TestRestoreOnExit(t *testing.T) {
 	}
 	if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != "none" || n != "128" {
 		t.Fatalf("after crash and restart: scheduler %s nr_requests %s, want none 128", s, n)
-	}
-}
-
-func TestStateFileIsReplacedAtomically(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
-	big := func(i int) []byte {
-		st := State{PID: i, Disks: map[string]*DiskState{}}
-		for n := range 500 {
-			st.Disks[fmt.Sprintf("loop%d", n)] = &DiskState{Class: "loop", Rules: []string{"r"}}
-		}
-		b, _ := json.Marshal(st)
-		return b
-	}
-	if err := writeAtomic(path, big(0)); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	done := make(chan error)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			b, err := os.ReadFile(path)
-			var st State
-			if err == nil {
-				err = json.Unmarshal(b, &st)
-			}
-			if err != nil {
-				done <- fmt.Errorf("a reader saw a partial file: %w", err)
-				return
-			}
-		}
-	}()
-	for i := range 200 {
-		if err := writeAtomic(path, big(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(stop)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(filepath.Dir(path))
-	if len(entries) != 1 {
-		t.Errorf("temporary files left: %v", entries)
-	}
-}
-
-func TestReadStateWhenNoDaemonRuns(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := ReadState(dir); !errorsIs(err, ErrNotRunning) {
-		t.Errorf("no state file: err = %v, want ErrNotRunning", err)
-	}
-	// A state file left by a process that is gone.
-	writeFile(t, statePath(dir), `{"pid": 2147483646, "started": "2025-01-01T00:00:00Z"}`)
-	if _, err := ReadState(dir); !errorsIs(err, ErrNotRunning) {
-		t.Errorf("dead pid: err = %v, want ErrNotRunning", err)
-	}
-	// A live pid that is not the process that wrote the file.
-	writeFile(t, statePath(dir), fmt.Sprintf(`{"pid": %d, "proc_start": 1}`, os.Getpid()))
-	if _, err := ReadState(dir); !errorsIs(err, ErrNotRunning) {
-		t.Errorf("recycled pid: err = %v, want ErrNotRunning", err)
-	}
-	writeFile(t, statePath(dir), fmt.Sprintf(`{"pid": %d, "proc_start": %d}`, os.Getpid(), procStart(os.Getpid())))
-	if _, err := ReadState(dir); err != nil {
-		t.Errorf("live daemon: %v", err)
 	}
 }
 
@@ -531,6 +490,9 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		<-entered // loop20000's pass is running: what follows waits for it
 		removeFakeDisk(t, r.d.fs, "loop20000")
 		addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
+		// Another disk: the same device number (as a loop device
+		// re-added has), another diskseq.
+		writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/diskseq"), "200\n")
 		c.msgs <- fakeMsg{b: uevent("remove", "loop20000", "disk")}
 		c.msgs <- fakeMsg{b: uevent("add", "loop20000", "disk")}
 		waitFor(t, 5*time.Second, "the removal and the add to merge", func() bool {
@@ -538,7 +500,7 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 			q.mu.Lock()
 			defer q.mu.Unlock()
 			s := q.slots["loop20000"]
-			return s != nil && s.next.replaced
+			return s != nil && s.dirty && s.next.kind == full && r.d.passes.Load() >= 2
 		})
 		close(release)
 		r.waitAttr(t, "loop20000", "nr_requests", "64")
@@ -562,41 +524,4 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 			t.Errorf("a new disk's first writes logged as drift: %q", lines)
 		}
 	})
-}
-
-// An originals file that cannot be read keeps the daemon from starting only
-// when restore_on_exit needs it.
-func TestUnreadableOriginals(t *testing.T) {
-	fs := fakeTree(t, "loop20000")
-	stateDir := t.TempDir()
-	// A directory: reading it fails, even as root.
-	if err := os.Mkdir(filepath.Join(stateDir, "originals.json"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r := start(t, testPolicy(""), func(cfg *Config) {
-		cfg.FS = fs
-		cfg.StateDir = stateDir
-		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
-	})
-	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
-		t.Errorf("restore_on_exit off: scheduler %s, want mq-deadline", got)
-	}
-	if len(r.log.lines("level=WARN", "original values", "originals.json")) != 1 {
-		t.Errorf("no warning about the unreadable file:\n%s", r.log)
-	}
-
-	dir := t.TempDir()
-	policyPath := filepath.Join(dir, "policy.toml")
-	writeFile(t, policyPath, testPolicy("[daemon]\nrestore_on_exit = true\n"))
-	d, err := New(Config{PolicyPath: policyPath, FS: fs, StateDir: stateDir, RuntimeDir: filepath.Join(dir, "run"),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal),
-		dial: (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := d.Run(ctx); err == nil || !strings.Contains(err.Error(), "original values") {
-		t.Errorf("restore_on_exit on: Run = %v, want an error about the original values", err)
-	}
 }

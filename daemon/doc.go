@@ -3,11 +3,14 @@
 // drift on a timer, re-plans on SIGHUP, and reports to systemd, the journal
 // and a state file that `iosched status` reads.
 //
-// The loop is Daemon.Run (daemon.go). A uevent kicks a pass over its disk
-// (pass.go: read, evaluate, plan, apply) through a queue (work.go) that runs
-// different disks in parallel and one disk's passes one at a time,
-// coalescing a burst of events into one more pass. The uevent socket and its
-// recovery (ENOBUFS: rescan; other errors: reconnect, rescan) are in
-// uevent.go; state.json and `iosched status` in state.go; the original
-// values restore_on_exit puts back in originals.go.
+// The loop is Daemon.Run (daemon.go, loop.go): nothing on it blocks; scans,
+// policy loads and passes run on goroutines Run waits for before it returns.
+// A uevent kicks a pass over its disk (pass.go: read, evaluate, plan, apply)
+// through a queue (work.go) that runs different disks in parallel and one
+// disk's passes one at a time, coalescing a burst of events into one more
+// pass. The uevent socket and its recovery (ENOBUFS: rescan; other errors:
+// reconnect, rescan) are in uevent.go; what the daemon records for the state
+// file in state.go (its schema is package statefile), systemd's notify
+// messages in notify.go, the runtime directory's lock in lock.go; the
+// original values restore_on_exit puts back in originals.go.
 package daemon

@@ -102,8 +102,6 @@ func (f *fakeConn) Close() error {
 	return nil
 }
 
-func (f *fakeConn) wake() { f.Close() }
-
 // uevent is a kernel uevent as the socket delivers it.
 func uevent(action, name, devtype string) []byte {
 	devpath := "/devices/virtual/block/" + name

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/internal/statefile"
 )
 
 // TestMain lets a test run the daemon as a child process of the test
@@ -100,7 +100,7 @@ func TestIntegrationHotPlug(t *testing.T) {
 
 	removeLoops(t, loopBase, 200)
 	waitFor(t, 10*time.Second, "the removed disks to be forgotten", func() bool {
-		st, err := ReadState(r.runtimeDir)
+		st, err := statefile.Read(r.runtimeDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,10 +217,11 @@ reconcile_interval = "0"`))
 		t.Fatal(err)
 	}
 	sendForged(t, fmt.Sprintf("change@/devices/virtual/block/%[1]s\x00ACTION=change\x00DEVPATH=/devices/virtual/block/%[1]s\x00SUBSYSTEM=block\x00DEVNAME=%[1]s\x00DEVTYPE=disk\x00SEQNUM=1\x00", name))
+	// The listener drops a message or passes it on, never both: once the
+	// drop is logged, the forged event can have started nothing.
 	waitFor(t, 5*time.Second, "the forged event to be logged", func() bool {
 		return len(r.log.lines("dropped a forged uevent")) > 0
 	})
-	time.Sleep(200 * time.Millisecond)
 	if b, _ := os.ReadFile("/sys/block/" + name + "/queue/scheduler"); !strings.Contains(string(b), "[none]") {
 		t.Fatalf("the daemon acted on a forged uevent: scheduler %s", b)
 	}
@@ -273,9 +274,21 @@ property = { ID_IOSCHED_TEST = "yes" }
 scheduler = "mq-deadline"
 nr_requests = 64
 `, loopGlob))
-	tagged, plain := loops(t, 22400, 2)[0], looptest.Name(22401)
-	// The kernel's own add events do not reach a udev-mode daemon.
-	time.Sleep(200 * time.Millisecond)
+	passes := r.d.passes.Load()
+	created := loops(t, 22400, 3)
+	tagged, plain, sentinel := created[0], created[1], created[2]
+	// The kernel's own add events do not reach a udev-mode daemon. Had
+	// they been read, they would have been read before the sentinel's udev
+	// event, sent after them, and their passes started first: once the
+	// sentinel is handled, its pass must be the only one.
+	sendUdev(t, sentinel)
+	waitFor(t, 5*time.Second, "the sentinel's event to be handled", func() bool {
+		st, err := statefile.Read(r.runtimeDir)
+		return err == nil && st.Disks[sentinel] != nil
+	})
+	if n := r.d.passes.Load() - passes; n != 1 {
+		t.Fatalf("a udev-mode daemon acted on kernel events: %d passes for one udev event", n)
+	}
 	if left := notConverged(t, []string{tagged, plain}); len(left) != 2 {
 		t.Fatalf("a udev-mode daemon acted on kernel events: %v still off policy of 2", left)
 	}
@@ -283,7 +296,7 @@ nr_requests = 64
 	sendUdev(t, plain, "ID_IOSCHED_TEST=no")
 	waitConverged(t, []string{tagged}, 5*time.Second)
 	waitFor(t, 5*time.Second, "the daemon to see the second event", func() bool {
-		st, err := ReadState(r.runtimeDir)
+		st, err := statefile.Read(r.runtimeDir)
 		return err == nil && st.Disks[plain] != nil
 	})
 	if left := notConverged(t, []string{plain}); len(left) != 1 {

@@ -1,14 +1,21 @@
 package daemon
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/policy"
 )
 
 // loop is what Run keeps between two events: which scan runs and which is
-// asked for next, the reload waiting for its re-plan, the reconcile and
-// watchdog tickers, the debounced state file, the thread release.
+// asked for next, the policy load under way, the reload waiting for its
+// re-plan, the reconcile and watchdog tickers, the debounced state file, the
+// thread release.
 type loop struct {
 	d         *Daemon
 	reconcile <-chan time.Time
@@ -29,6 +36,17 @@ type loop struct {
 	// a finished scan was started after. While replanned < reloads, a
 	// reload is still being re-planned, and systemd must not hear READY=1.
 	reloads, replanned int
+	// started: the start scan is done. READY=1 is never sent before.
+	started bool
+
+	// loading: a policy load runs (the loadSeq'th), for requests; its
+	// answer is refused if it has not come by loadDeadline. reloadOwed:
+	// a SIGHUP came meanwhile, and another load follows this one.
+	loading      bool
+	loadSeq      int
+	requests     []string
+	loadDeadline <-chan time.Time
+	reloadOwed   bool
 }
 
 func (d *Daemon) newLoop() *loop {
@@ -66,35 +84,84 @@ func (l *loop) scan(kind passKind, reason string) {
 	}
 	l.scanning = true
 	reloads := l.reloads
-	go func() {
+	l.d.goTask(func() {
 		r := l.d.scan(kind, reason)
 		r.reloads = reloads
-		l.d.scanDone <- r
-	}()
+		l.d.scanDone <- r // buffered: one scan runs at a time
+	})
 }
 
-// reload re-reads the policy (systemd hears RELOADING=1) and re-plans every
-// disk under a valid one. READY=1 follows once no reload is left to
-// re-plan: once a scan started after the last valid reload is done,
-// whatever its reason (a full rescan asked for meanwhile takes the reload's
-// place); at once after an invalid policy if none is.
+// reload starts reading the policy off the loop (systemd hears RELOADING=1),
+// for the `iosched reload` requests made so far; a SIGHUP while a load runs
+// makes another follow it.
 func (l *loop) reload() {
-	if !l.d.reload() {
+	if l.loading {
+		l.reloadOwed = true
+		return
+	}
+	l.d.notify(sd.SdNotifyReloading + "\n" + sd.SdNotifyMonotonicUsec())
+	l.loading = true
+	l.loadSeq++
+	l.requests = l.d.takeReloadRequests()
+	l.loadDeadline = time.After(l.d.cfg.LoadTimeout)
+	l.d.load(l.loadSeq, nil)
+}
+
+// loaded takes the policy a reload read, and re-plans every disk under a
+// valid one. READY=1 follows once no reload is left to re-plan: once a scan
+// started after the last valid reload is done, whatever its reason (a full
+// rescan asked for meanwhile takes the reload's place); at once after an
+// invalid policy if none is.
+func (l *loop) loaded(r loadResult) {
+	if !l.loading || r.seq != l.loadSeq {
+		return // a load given up on
+	}
+	l.finishLoad(r.pol, r.err)
+}
+
+// loadTimedOut refuses a load that took longer than LoadTimeout (a policy
+// file on a hung network filesystem, say); its late answer is dropped.
+func (l *loop) loadTimedOut() {
+	l.d.log.Error("reading the policy did not finish in time; the load is abandoned", "timeout", l.d.cfg.LoadTimeout)
+	l.finishLoad(nil, fmt.Errorf("%w within %s", errLoadTimeout, l.d.cfg.LoadTimeout))
+}
+
+func (l *loop) finishLoad(pol *policy.Policy, err error) {
+	l.loading, l.loadDeadline = false, nil
+	requests := l.requests
+	l.requests = nil
+	if !l.d.reloaded(pol, err, requests) {
 		if l.replanned == l.reloads {
 			l.ready()
 		}
-		return
+	} else {
+		l.resetReconcile()
+		l.reloads++
+		l.scan(settingsOnly, "reload")
 	}
-	l.resetReconcile()
-	l.reloads++
-	l.scan(verify, "reload")
+	if l.reloadOwed {
+		l.reloadOwed = false
+		l.reload()
+	}
 }
 
-func (l *loop) ready() { l.d.notify(sd.SdNotifyReady + "\n" + l.d.statusLine()) }
+// ready tells systemd the daemon is ready, once the start scan is done.
+func (l *loop) ready() {
+	if l.started {
+		l.d.notify(sd.SdNotifyReady + "\n" + l.d.statusLine())
+	}
+}
 
 func (l *loop) scanned(r scanResult) {
 	l.scanning = false
 	l.d.noteScan(r)
+	if r.reason == "start" {
+		l.started = true
+		l.d.log.Info("ready", "disks", l.d.count(), "policy", l.d.policy.Load().Sources, "uevents", l.d.ueventSource(l.d.policy.Load()))
+		if l.replanned == l.reloads {
+			l.ready()
+		}
+	}
 	if r.reloads > l.replanned {
 		l.replanned = r.reloads
 		if l.replanned == l.reloads {
@@ -106,6 +173,24 @@ func (l *loop) scanned(r scanResult) {
 		l.nextOwed = false
 		l.scan(l.nextKind, l.nextReason)
 	}
+}
+
+// takeReloadRequests lists and removes the pending `iosched reload`
+// requests (statefile.ReloadRequestDir): the load about to start answers
+// them.
+func (d *Daemon) takeReloadRequests() []string {
+	dir := statefile.ReloadRequestDir(d.cfg.RuntimeDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, e := range entries {
+		if os.Remove(filepath.Join(dir, e.Name())) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
 }
 
 // flushSoon writes the state file a little later, so that 1000 disks
@@ -125,14 +210,14 @@ func (l *loop) releaseSoon() {
 // releaseDelay: long enough that the queue going idle for a moment in the
 // middle of a burst (the next events not read yet) does not end threads
 // about to be needed again, short enough that the burst's memory is not
-// still held when the next thing comes (the reconcile after it, say). Held
-// 1 s, a rescan 0.3 s after a burst of 1000 disks took VmRSS from 18.7 to
-// 20.5 MiB; released first, 12.9.
+// still held when the next thing comes (the reconcile after it, say).
 const releaseDelay = 100 * time.Millisecond
 
 func (l *loop) flushNow() {
 	l.flush = nil
-	l.d.writeState()
+	if err := l.d.writeState(); err != nil {
+		l.d.log.Error("writing the state file", "error", err)
+	}
 	if s := l.d.statusLine(); s != l.status {
 		l.status = s
 		l.d.notify(s)

@@ -12,34 +12,55 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/internal/atomicfile"
 	"github.com/iosched/iosched/plan"
+	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
 )
 
 // originals remembers, per disk, the value each attribute had before the
 // daemon first changed it, in StateDir/originals.json, so restore_on_exit
 // can put them back even after a crash and restart. The file is written
-// before the change it protects. Disks are told apart by their diskseq
+// before the change it protects, and the generation it replaces is kept
+// beside it (originals.json.prev). Disks are told apart by their diskseq
 // (unique per disk since boot) and the file by the boot id: after a reboot
 // every disk has its kernel defaults again, and the file means nothing.
+//
+// A record that cannot be read is never written over: it is moved aside
+// (originals.json.unreadable-TIME) and the previous generation read instead.
+// The disks present then that neither covers are suspect: the values they
+// show may be the policy's own, set by the daemon that wrote the lost
+// record. Their first pass marks the attributes already at the policy's
+// value unknown, which restore_on_exit reports instead of "restoring".
 type originals struct {
-	path   string
-	fs     sysfs.FS
-	bootID string
+	path, prev string
+	fs         sysfs.FS
+	bootID     string
+	// frozen, when set, is why the file must not be written: it could
+	// not be read, nor moved aside.
+	frozen error
 
-	mu     sync.Mutex
-	cond   *sync.Cond
-	disks  map[string]*diskOriginals
-	gen    uint64 // bumped by every change to disks
-	saved  uint64 // the gen last written
-	saving bool
+	mu      sync.Mutex
+	cond    *sync.Cond
+	disks   map[string]*diskOriginals
+	gen     uint64 // bumped by every change to disks
+	saved   uint64 // the gen last written
+	saving  bool
+	suspect map[string]string // name: diskseq, until the disk's first pass
+	nsus    atomic.Int32      // len(suspect), read without the lock
 }
 
 type diskOriginals struct {
 	DiskSeq string            `json:"diskseq,omitempty"`
 	Values  map[string]string `json:"values"`
+	// Unknown are attributes whose original value was lost with an
+	// unreadable record.
+	Unknown []string `json:"unknown,omitempty"`
 }
 
 type originalsFile struct {
@@ -47,33 +68,65 @@ type originalsFile struct {
 	Disks  map[string]*diskOriginals `json:"disks"`
 }
 
-// loadOriginals reads the originals file in dir. It returns an error when
-// the file is there but cannot be read, and then originals that remember
-// nothing.
+// loadOriginals reads the originals file in dir. It returns an error, with
+// originals that remember nothing and never write, when the file cannot be
+// read nor moved aside.
 func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error) {
-	o := &originals{path: filepath.Join(dir, "originals.json"), fs: fs, bootID: bootID(), disks: map[string]*diskOriginals{}}
+	path := filepath.Join(dir, "originals.json")
+	o := &originals{path: path, prev: path + ".prev", fs: fs, bootID: bootID(), disks: map[string]*diskOriginals{}}
 	o.cond = sync.NewCond(&o.mu)
-	b, err := os.ReadFile(o.path)
+	f, err := readOriginals(o.path)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case err == nil:
+		o.adopt(f)
 		return o, nil
-	case err != nil:
-		return o, fmt.Errorf("original values: %w", err)
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return o, nil // none yet (ENOTDIR: nor a directory to hold one)
+	}
+	aside := fmt.Sprintf("%s.unreadable-%s", o.path, time.Now().UTC().Format("20060102T150405.000000000Z"))
+	if rerr := os.Rename(o.path, aside); rerr != nil {
+		o.frozen = fmt.Errorf("original values file %s is unreadable (%w) and could not be moved aside (%w)", o.path, err, rerr)
+		return o, o.frozen
+	}
+	log.Error("original values file unreadable; moved aside", "file", o.path, "moved_to", aside, "error", err)
+	if prev, perr := readOriginals(o.prev); perr == nil {
+		o.adopt(prev)
+		log.Warn("original values read from the previous generation", "file", o.prev, "disks", len(o.disks))
+	}
+	names, _ := fs.Disks()
+	o.suspect = map[string]string{}
+	for _, n := range names {
+		if o.disks[n] == nil {
+			o.suspect[n] = fs.DiskSeq(n)
+		}
+	}
+	o.nsus.Store(int32(len(o.suspect)))
+	return o, nil
+}
+
+// readOriginals reads and decodes one generation of the file.
+func readOriginals(path string) (*originalsFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
 	var f originalsFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		log.Warn("original values file unreadable; starting afresh", "file", o.path, "error", err)
-		return o, nil
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return &f, nil
+}
+
+// adopt takes what f remembers of this boot's disks still present.
+func (o *originals) adopt(f *originalsFile) {
 	if f.BootID != o.bootID {
-		return o, nil // another boot's disks
+		return // another boot's disks
 	}
 	for name, do := range f.Disks {
-		if do != nil && do.Values != nil && sysfs.ValidateName(name) == nil && fs.DiskSeq(name) == do.DiskSeq {
+		if do != nil && do.Values != nil && sysfs.ValidateName(name) == nil && o.fs.DiskSeq(name) == do.DiskSeq {
 			o.disks[name] = do
 		}
 	}
-	return o, nil
 }
 
 // remember records, for each change not yet remembered, the value dev shows
@@ -83,9 +136,25 @@ func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error
 // file is rewritten whole, and 1000 disks appearing at once must not mean
 // 1000 rewrites one after another).
 func (o *originals) remember(dev *sysfs.Device, changes []plan.Change) error {
-	name := dev.Name
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	do := o.entry(dev.Name)
+	for _, c := range changes {
+		// A parameter of a scheduler the disk does not run yet has no
+		// original: switching the scheduler back restores the old one's.
+		if _, ok := do.Values[c.Attribute]; !ok && !slices.Contains(do.Unknown, c.Attribute) {
+			if v := current(dev, c.Attribute); v != "" {
+				do.Values[c.Attribute] = v
+				o.gen++
+			}
+		}
+	}
+	return o.saveLocked()
+}
+
+// entry is the record of the disk now under name, a new one when it has
+// none or the one it has is another disk's. Called with o.mu held.
+func (o *originals) entry(name string) *diskOriginals {
 	do := o.disks[name]
 	seq := ""
 	if do == nil || do.DiskSeq != "" {
@@ -96,16 +165,12 @@ func (o *originals) remember(dev *sysfs.Device, changes []plan.Change) error {
 		o.disks[name] = do
 		o.gen++
 	}
-	for _, c := range changes {
-		// A parameter of a scheduler the disk does not run yet has no
-		// original: switching the scheduler back restores the old one's.
-		if _, ok := do.Values[c.Attribute]; !ok {
-			if v := current(dev, c.Attribute); v != "" {
-				do.Values[c.Attribute] = v
-				o.gen++
-			}
-		}
-	}
+	return do
+}
+
+// saveLocked returns once the file holds every change made so far, sharing
+// one write among concurrent callers. Called with o.mu held.
+func (o *originals) saveLocked() error {
 	want := o.gen
 	for o.saved < want {
 		if o.saving {
@@ -113,7 +178,7 @@ func (o *originals) remember(dev *sysfs.Device, changes []plan.Change) error {
 			continue
 		}
 		o.saving = true
-		b, err := o.encode()
+		b, err := json.Marshal(originalsFile{BootID: o.bootID, Disks: o.disks})
 		gen, empty := o.gen, len(o.disks) == 0
 		o.mu.Unlock()
 		if err == nil {
@@ -132,6 +197,13 @@ func (o *originals) remember(dev *sysfs.Device, changes []plan.Change) error {
 	return nil
 }
 
+// save writes the file once every change made so far is in it.
+func (o *originals) save() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.saveLocked()
+}
+
 // forget drops a disk that went away: its successor under the same name
 // starts with its own defaults.
 func (o *originals) forget(name string) {
@@ -139,23 +211,123 @@ func (o *originals) forget(name string) {
 	defer o.mu.Unlock()
 	if _, ok := o.disks[name]; ok {
 		delete(o.disks, name)
-		o.gen++ // written with the next remember or restore
+		o.gen++ // written with the next save
 	}
 }
 
-func (o *originals) encode() ([]byte, error) {
-	return json.Marshal(originalsFile{BootID: o.bootID, Disks: o.disks})
+// restored forgets the values of a disk put back; the attributes whose
+// value is unknown stay recorded, so the next daemon still reports them.
+func (o *originals) restored(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	do, ok := o.disks[name]
+	switch {
+	case !ok:
+	case len(do.Unknown) > 0:
+		do.Values = map[string]string{}
+		o.gen++
+	default:
+		delete(o.disks, name)
+		o.gen++
+	}
 }
 
-// write replaces the file with b, or removes it when nothing is remembered.
+// write replaces the file with b, keeping the generation it replaces, or
+// removes both when nothing is remembered.
 func (o *originals) write(b []byte, empty bool) error {
+	if o.frozen != nil {
+		return o.frozen
+	}
 	if empty {
-		if err := os.Remove(o.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		err := errors.Join(os.Remove(o.path), os.Remove(o.prev))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		return nil
 	}
-	return writeAtomic(o.path, b)
+	if err := os.Remove(o.prev); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.Link(o.path, o.prev); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("keeping the previous generation: %w", err)
+	}
+	return atomicfile.Write(o.path, b)
+}
+
+// suspects reports whether some disks may still have unknown originals.
+func (o *originals) suspects() bool { return o != nil && o.nsus.Load() > 0 }
+
+// markUnknown settles a suspect disk on its first pass: the attributes the
+// policy sets that are already at its value (p changes nothing on them)
+// have an unknown original. The record is saved at once.
+func (o *originals) markUnknown(dev *sysfs.Device, ev policy.Evaluation, p plan.Device, log *slog.Logger) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	seq, ok := o.suspect[dev.Name]
+	if !ok {
+		return nil
+	}
+	delete(o.suspect, dev.Name)
+	o.nsus.Add(-1)
+	if seq != o.fs.DiskSeq(dev.Name) {
+		return nil // another disk now: its values are its own
+	}
+	moving := map[string]bool{}
+	for _, c := range p.Changes {
+		moving[c.Attribute] = true
+	}
+	for _, s := range p.Skipped {
+		moving[s.Attribute] = true
+	}
+	var unknown []string
+	for _, s := range ev.Settings {
+		if !moving[s.Attribute] && !slices.Contains(unknown, s.Attribute) {
+			unknown = append(unknown, s.Attribute)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	do := o.entry(dev.Name)
+	for _, a := range unknown {
+		if _, known := do.Values[a]; !known && !slices.Contains(do.Unknown, a) {
+			do.Unknown = append(do.Unknown, a)
+			o.gen++
+		}
+	}
+	sort.Strings(do.Unknown)
+	log.Warn("original values unknown: their record was unreadable and the disk already has the policy's values; restore_on_exit cannot put them back",
+		"device", dev.Name, "attributes", strings.Join(do.Unknown, ","))
+	return o.saveLocked()
+}
+
+// unknown lists, by disk, the attributes whose original value is unknown.
+func (o *originals) unknown() map[string][]string {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out map[string][]string
+	for name, do := range o.disks {
+		if len(do.Unknown) > 0 {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[name] = slices.Clone(do.Unknown)
+		}
+	}
+	return out
+}
+
+// unknownDisks lists the disks with an unknown original value, sorted.
+func (o *originals) unknownDisks() []string {
+	var names []string
+	for name := range o.unknown() {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // plans are the changes that put every remembered value back, in write order.
@@ -180,9 +352,12 @@ func (o *originals) plans() []plan.Device {
 
 // restore puts back the original values of every disk but those in
 // writing (their pass is still running), then forgets those it restored.
-// The others stay in the originals file for the next daemon to restore.
+// The others stay in the originals file for the next daemon to restore. A
+// disk with unknown values counts as failed: what is known of it is put
+// back, the rest cannot be.
 func (d *Daemon) restore(writing []string) {
 	plans := d.orig.plans()
+	unknown := d.orig.unknown()
 	all := len(plans)
 	plans = slices.DeleteFunc(plans, func(p plan.Device) bool {
 		if slices.Contains(writing, p.Name) {
@@ -194,7 +369,7 @@ func (d *Daemon) restore(writing []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
 	defer cancel()
 	results := d.applier.All(ctx, plans)
-	restored := 0
+	restored, failed := 0, 0
 	for _, r := range results {
 		for _, o := range r.Outcomes {
 			attrs := []any{"device", r.Device, "attribute", o.Attribute, "from", o.Before, "to", o.To}
@@ -207,21 +382,27 @@ func (d *Daemon) restore(writing []string) {
 				d.log.Error("restore failed", append(attrs, "error", o.Err)...)
 			}
 		}
-		if !r.Failed() {
-			d.orig.forget(r.Device)
+		switch {
+		case r.Failed():
+			failed++
+		case unknown[r.Device] != nil:
+			d.orig.restored(r.Device)
+			failed++
+		default:
+			d.orig.restored(r.Device)
 			restored++
 		}
 	}
-	d.orig.mu.Lock()
-	b, err := d.orig.encode()
-	if err == nil {
-		err = d.orig.write(b, len(d.orig.disks) == 0)
+	for name, attrs := range unknown {
+		if !slices.ContainsFunc(plans, func(p plan.Device) bool { return p.Name == name }) && !slices.Contains(writing, name) {
+			failed++ // no plan: nothing known to put back
+		}
+		d.log.Error("not restored: the original values are unknown (their record was unreadable)", "device", name, "attributes", strings.Join(attrs, ","))
 	}
-	d.orig.mu.Unlock()
-	if err != nil {
+	if err := d.orig.save(); err != nil {
 		d.log.Error("writing the original values file", "error", err)
 	}
-	d.log.Info("original values restored", "disks", restored, "failed", len(results)-restored, "still_writing", all-len(plans))
+	d.log.Info("original values restored", "disks", restored, "failed", failed, "still_writing", all-len(plans))
 }
 
 func bootID() string {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
@@ -24,7 +26,17 @@ type disk struct {
 	// facts are those snap was read with: the policy's needs then.
 	facts sysfs.Facts
 	props map[string]string // udev properties from the last uevent
-	state DiskState
+	state statefile.DiskState
+	// refused are the writes the kernel refused, by attribute: not
+	// retried before their Retry time unless the value changes.
+	refused map[string]*refusal
+}
+
+// refusal is a write the kernel refused, and how long the daemon waits
+// before trying it again.
+type refusal struct {
+	statefile.Refusal
+	backoff time.Duration
 }
 
 // settled reports whether the last pass left attr at value, as the policy
@@ -47,12 +59,13 @@ func (d *Daemon) pass(name string, j job) {
 			d.log.Error("internal error; the disk is skipped until its next event", "device", name, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
+	d.passes.Add(1)
 	if j.kind == removal {
-		d.forget(name)
-		return
-	}
-	if j.replaced {
-		d.forget(name) // the removal this pass took the place of
+		if d.gone(name) {
+			d.forget(name)
+			return
+		}
+		j.kind = full // still there: a full pass tells whether it is the same disk
 	}
 	pol := d.policy.Load()
 	rec := d.record(name)
@@ -69,12 +82,23 @@ func (d *Daemon) pass(name string, j job) {
 		return
 	}
 	p := plan.For(dev, ev)
+	if rec.refused != nil {
+		p.Changes = d.holdRefused(rec, p.Changes)
+	}
+	if pol.Daemon.RestoreOnExit && d.orig.suspects() {
+		d.notePersistence(d.orig.markUnknown(dev, ev, p, d.log))
+	}
 	res := apply.Result{Device: name}
 	if !p.Empty() && !d.leaveToUdevd(dev, p, j) {
+		if d.stopping.Load() {
+			return // a stop abandons what has not started writing
+		}
 		if pol.Daemon.RestoreOnExit {
-			if err := d.orig.remember(dev, p.Changes); err != nil {
+			err := d.orig.remember(dev, p.Changes)
+			if err != nil {
 				d.log.Error("remembering original values; restore_on_exit may not restore them", "device", name, "error", err)
 			}
+			d.notePersistence(err)
 		}
 		applier := d.applier
 		if diskDir != nil {
@@ -86,18 +110,19 @@ func (d *Daemon) pass(name string, j job) {
 			d.forget(name)
 			return
 		}
-		d.logOutcomes(dev, rec, res, j.afterUdev)
+		repeated := d.noteRefusals(rec, res)
+		d.logOutcomes(dev, rec, res, j.afterUdev, repeated)
 		settle(dev, res)
 	}
 	d.noteDisk(name, rec, dev, ev, p, res)
 	rec.snap = trim(dev, ev)
 }
 
-// observe reads what the pass needs. A verify pass re-reads only the
+// observe reads what the pass needs. A settingsOnly pass re-reads only the
 // attributes the policy sets, a handful of small files, so a reconcile of
 // 1000 disks costs milliseconds; a full one opens the disk's directory and
 // reads the facts the policy tests, and returns the directory still open
-// for the writes (the caller closes it). A verify pass is full too when the
+// for the writes (the caller closes it). A settingsOnly pass is full too when the
 // policy (reloaded) tests a fact the snapshot was not read with, or NOWAIT,
 // never tested on this disk.
 func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sysfs.Device, policy.Evaluation, *sysfs.Disk, error) {
@@ -105,7 +130,7 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 	if j.props != nil {
 		rec.props = j.props
 	}
-	if j.kind == verify && rec.snap != nil && needs&^rec.facts == 0 && (!pol.UsesNoWait() || noWaitTested(rec.snap)) {
+	if j.kind == settingsOnly && rec.snap != nil && needs&^rec.facts == 0 && (!pol.UsesNoWait() || noWaitTested(rec.snap)) {
 		dev := rec.snap // this pass's own: updated in place
 		dev.Properties = rec.props
 		ev := d.cfg.evaluate(pol, dev)
@@ -227,9 +252,10 @@ func trim(dev *sysfs.Device, ev policy.Evaluation) *sysfs.Device {
 	return dev
 }
 
-// logOutcomes logs one line per change made, and each failure once.
+// logOutcomes logs one line per change made, and each failure once: a
+// failure in repeated (the same refusal as last time) is a debug line.
 // afterUdev: the pass was asked for by udevd's processed event.
-func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result, afterUdev bool) {
+func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result, afterUdev bool, repeated map[string]bool) {
 	for _, o := range res.Outcomes {
 		attrs := []any{"device", dev.Name, "attribute", o.Attribute, "from", o.Before, "to", o.To, "rule", o.Rule}
 		switch o.Status {
@@ -243,15 +269,90 @@ func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result, aft
 			default:
 				d.log.Info("set", attrs...)
 			}
-			d.noteChange(Change{At: time.Now(), Device: dev.Name, Attribute: o.Attribute, From: o.Before, To: o.To, Rule: o.Rule, Drift: drift})
+			d.noteChange(statefile.Change{At: time.Now(), Device: dev.Name, Attribute: o.Attribute, From: o.Before, To: o.To, Rule: o.Rule, Drift: drift})
 		case apply.Mismatch:
-			if !d.logUdevRace(dev, o, attrs) {
+			switch {
+			case repeated[o.Attribute]:
+				d.log.Debug("the kernel kept another value again", append(attrs, "got", o.Got)...)
+			case !d.logUdevRace(dev, o, attrs):
 				d.log.Warn("the kernel kept another value", append(attrs, "got", o.Got)...)
 			}
 		case apply.Failed:
-			d.log.Error("write failed", append(attrs, "error", o.Err)...)
+			if repeated[o.Attribute] {
+				d.log.Debug("write refused again", append(attrs, "error", o.Err)...)
+			} else {
+				d.log.Error("write failed", append(attrs, "error", o.Err)...)
+			}
 		}
 	}
+}
+
+// Refused writes are retried after refusalBackoff, then twice as long after
+// each refusal, up to maxRefusalBackoff: a value the kernel rejects (an
+// nr_requests above what the driver allows, EINVAL) would otherwise be
+// written, and logged, on every reconcile.
+const (
+	refusalBackoff    = time.Minute
+	maxRefusalBackoff = time.Hour
+)
+
+// holdRefused drops the changes that write a value the kernel refused,
+// until their retry time.
+func (d *Daemon) holdRefused(rec *disk, changes []plan.Change) []plan.Change {
+	now := time.Now()
+	return slices.DeleteFunc(changes, func(c plan.Change) bool {
+		r := rec.refused[c.Attribute]
+		return r != nil && r.Value == c.To && now.Before(r.Retry)
+	})
+}
+
+// noteRefusals records the writes res shows refused (failed, or not kept)
+// with their next retry time, forgets those that worked, and returns the
+// attributes refused as before (same value, same error): not news.
+func (d *Daemon) noteRefusals(rec *disk, res apply.Result) map[string]bool {
+	var repeated map[string]bool
+	now := time.Now()
+	for _, o := range res.Outcomes {
+		switch o.Status {
+		case apply.Failed, apply.Mismatch:
+			msg := fmt.Sprint(o.Err)
+			if o.Status == apply.Mismatch {
+				msg = "the kernel kept " + o.Got
+			}
+			old := rec.refused[o.Attribute]
+			if old != nil && old.Value == o.To && old.Error == msg {
+				if repeated == nil {
+					repeated = map[string]bool{}
+				}
+				repeated[o.Attribute] = true
+				old.backoff = min(2*old.backoff, maxRefusalBackoff)
+				old.Retry = now.Add(old.backoff)
+				continue
+			}
+			if rec.refused == nil {
+				rec.refused = map[string]*refusal{}
+			}
+			rec.refused[o.Attribute] = &refusal{
+				Refusal: statefile.Refusal{Attribute: o.Attribute, Value: o.To, Error: msg, Since: now, Retry: now.Add(refusalBackoff)},
+				backoff: refusalBackoff,
+			}
+		default:
+			delete(rec.refused, o.Attribute)
+		}
+	}
+	return repeated
+}
+
+// gone reports whether sysfs says the disk is gone: its directory is, or its
+// queue directory, which the kernel removes before it sends the disk's
+// "remove" uevent (block/genhd.c, del_gendisk: blk_unregister_queue comes
+// before device_del).
+func (d *Daemon) gone(name string) bool {
+	if !d.fs.Exists(name) {
+		return true
+	}
+	_, err := d.fs.ReadQueueAttr(name, "scheduler")
+	return err != nil && sysfs.Gone(err)
 }
 
 // record returns the disk's memory, creating it on first sight.
@@ -272,9 +373,9 @@ func (d *Daemon) record(name string) *disk {
 // props (this pass's event's) are the new disk's.
 func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
 	d.mu.Lock()
-	rec.state = DiskState{}
+	rec.state = statefile.DiskState{}
 	d.mu.Unlock()
-	rec.snap, rec.props = nil, props
+	rec.snap, rec.props, rec.refused = nil, props, nil
 	if d.orig != nil {
 		d.orig.forget(name)
 	}

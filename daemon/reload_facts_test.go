@@ -87,9 +87,11 @@ read_ahead_kb = 4
 func TestStuckDiskDoesNotBlockLaterRescans(t *testing.T) {
 	var stuck atomic.Bool
 	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
 	r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
 		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
 			if dev.Name == "loop20000" && stuck.Load() {
+				entered <- struct{}{}
 				<-release
 			}
 			return p.Evaluate(dev)
@@ -100,7 +102,7 @@ func TestStuckDiskDoesNotBlockLaterRescans(t *testing.T) {
 	defer close(release)
 	stuck.Store(true)
 	c.msgs <- fakeMsg{err: syscall.ENOBUFS} // rescan 1: hangs on loop20000
-	time.Sleep(100 * time.Millisecond)
+	<-entered
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
 	c.msgs <- fakeMsg{err: syscall.ENOBUFS} // loop20001's add was lost
 	r.waitAttr(t, "loop20001", "scheduler", "mq-deadline")

@@ -9,18 +9,15 @@ import (
 	"sync"
 )
 
-// A burst of disks blocks one OS thread per disk in flight, each waiting
-// ~25 ms in the kernel for a scheduler switch, and Go keeps every thread it
-// ever made: after 1000 disks appeared at once, ~140-200 idle threads stay,
-// ~18 KiB resident each (200 threads blocked in nanosleep, then idle: +3.6
-// MiB), and so does the heap the burst used. Once the burst is over, end the
-// extra threads and give their memory back. Measured with contrib/bench (1000
-// loops at once, VmRSS a second after the last burst): 11.5 MiB and 8
-// threads; with FreeOSMemory alone 13.8 MiB and 140; with neither 18.1 MiB
-// and 203 threads, still so 12 s later.
+// A burst of disks blocks one OS thread per disk in flight, each waiting in
+// the kernel for a scheduler switch, and Go keeps every thread it ever made
+// (each ~18 KiB resident), and the heap the burst used. Once the burst is
+// over, the daemon ends the extra threads and gives their memory back, so
+// that an idle daemon is as small after a burst as before it
+// (contrib/bench/README.md has the measurements).
 
 // keepThreads is what an idle daemon needs: GOMAXPROCS running threads,
-// sysmon, the uevent reader blocked in recvmsg, and a spare or two.
+// sysmon, the poller's thread, and a spare or two.
 func keepThreads() int { return runtime.GOMAXPROCS(0) + 4 }
 
 // releaseThreads ends idle OS threads beyond keepThreads. A goroutine that
@@ -62,15 +59,12 @@ func threadCount() int {
 // SetProcs lets the Go scheduler run twice as many goroutines at once as
 // there are CPUs (unless GOMAXPROCS is set in the environment), for the
 // daemon's process. Its work is system calls into sysfs, and a scheduler
-// switch blocks its thread ~25 ms in the kernel; a goroutine blocked so
-// keeps its P until sysmon takes it back (20 us to 10 ms later), so with one
-// P per CPU the next disk's pass waits for sysmon, not for a CPU. With more
-// Ps than CPUs the kernel's scheduler decides instead. 1000 loops at once
-// on 2 vCPUs, six rounds alternating: 192 disks at once took 0.22-0.26 s
-// with 4 Ps against 0.24-0.31 s with 2 (256 at once: 0.21-0.25 against
-// 0.25-0.28); 32 Ps was slower than 2 (idle Ps spin). Setting it stops Go
-// from following later changes of the cgroup's CPU limit: the daemon keeps
-// twice the limit it started with.
+// switch blocks its thread in the kernel; a goroutine blocked so keeps its P
+// until sysmon takes it back (20 us to 10 ms later), so with one P per CPU
+// the next disk's pass waits for sysmon, not for a CPU. With more Ps than
+// CPUs the kernel's scheduler decides instead; many more is slower (idle Ps
+// spin). Setting it stops Go from following later changes of the cgroup's
+// CPU limit: the daemon keeps twice the limit it started with.
 func SetProcs() {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return

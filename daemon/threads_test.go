@@ -20,7 +20,7 @@ func TestReleaseThreads(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	time.Sleep(100 * time.Millisecond) // the daemon waits a second
+	time.Sleep(releaseDelay) // as the daemon waits after a burst
 	before := threadCount()
 	if before < 32 {
 		t.Skipf("the runtime made only %d threads for 64 blocked calls", before)

@@ -12,10 +12,7 @@ package daemon
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
-	"errors"
-	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -23,10 +20,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/pilebones/go-udev/netlink"
 
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/plan"
@@ -59,122 +54,40 @@ type udevFollow struct {
 // admin who edits a rule and reloads udevd sees the new file named.
 const rulesMaxAge = time.Minute
 
-// followUdev starts listening to udevd's processed events, in kernel mode
-// only. A socket that cannot be opened leaves the daemon as it was (the
-// policy may then be undone by a udev rule until the next reconcile), and
-// says so.
-func (d *Daemon) followUdev(ctx context.Context, udevMode bool) {
+// followUdev returns a listener for udevd's processed events, in kernel
+// mode only (nil otherwise). A socket that cannot be opened leaves the
+// daemon as it was (the policy may then be undone by a udev rule until the
+// next reconcile), and says so.
+func (d *Daemon) followUdev(udevMode bool) *listener {
 	d.follow.root = d.cfg.RulesRoot
 	if udevMode || d.cfg.followDial == nil {
-		return
+		return nil
 	}
 	c, err := d.cfg.followDial(true)
 	if err != nil {
 		d.log.Warn("cannot follow udevd's events: a udev rule that writes a queue setting may undo the policy until the next reconcile", "error", err)
-		return
+		return nil
 	}
 	d.follow.events = make(chan event, 256)
-	r := &udevReader{dial: d.cfg.followDial, log: d.log, out: d.follow.events, heard: &d.follow.heard, c: c}
-	go r.run(ctx)
-	go func() {
-		<-ctx.Done()
-		r.wake()
-	}()
+	return &listener{
+		dial: d.cfg.followDial, udev: true, log: d.log.With("socket", "udevd"), out: d.follow.events, c: c,
+		parse: func(raw []byte) (event, bool, error) {
+			ev, ok := parseUdevdEvent(raw)
+			return ev, ok, nil
+		},
+		heard: &d.follow.heard,
+	}
 }
 
-// recheck asks for a read-only check of a disk udevd is done with: a verify
-// pass reads the few attributes the policy sets and writes only those
-// that moved. Lost udevd events: every disk is checked.
+// recheck asks for a check of a disk udevd is done with: a settingsOnly
+// pass reads the few attributes the policy sets and writes only those that
+// moved. Lost udevd events: every disk is checked.
 func (d *Daemon) recheck(l *loop, ev event) {
 	if ev.lost {
-		l.scan(verify, "udevd events lost")
+		l.scan(settingsOnly, "udevd events lost")
 		return
 	}
-	d.queue.kick(ev.name, verify, &ev, nil)
-}
-
-// udevReader reads udevd's events until its context is done.
-type udevReader struct {
-	dial  dialer
-	log   *slog.Logger
-	out   chan<- event
-	heard *atomic.Int64
-
-	mu sync.Mutex // guards c against wake
-	c  conn
-}
-
-func (r *udevReader) run(ctx context.Context) {
-	defer func() {
-		r.mu.Lock()
-		r.c.Close()
-		r.mu.Unlock()
-	}()
-	backoff := minBackoff
-	for {
-		r.mu.Lock()
-		c := r.c
-		r.mu.Unlock()
-		msg, err := c.ReadMsg()
-		if ctx.Err() != nil {
-			return
-		}
-		var ev event
-		switch {
-		case err == nil:
-			backoff = minBackoff
-			var ok bool
-			r.heard.Store(time.Now().UnixNano())
-			if ev, ok = parseUdevdEvent(msg); !ok {
-				continue
-			}
-		case errors.Is(err, syscall.ENOBUFS):
-			r.log.Warn("udevd's events were lost (socket receive buffer overflowed); checking every disk")
-			ev = event{lost: true}
-		case errors.Is(err, netlink.ErrUntrustedSender), errors.Is(err, netlink.ErrTruncatedMessage):
-			r.log.Debug("dropped a udevd event", "error", err)
-			continue
-		default:
-			r.log.Error("udevd event socket failed; reconnecting", "error", err)
-			c.Close()
-			if !r.reconnect(ctx, &backoff) {
-				return
-			}
-			ev = event{lost: true}
-		}
-		select {
-		case r.out <- ev:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-func (r *udevReader) reconnect(ctx context.Context, backoff *time.Duration) bool {
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(*backoff):
-		}
-		*backoff = min(2**backoff, maxBackoff)
-		c, err := r.dial(true)
-		if err == nil {
-			r.mu.Lock()
-			r.c = c
-			r.mu.Unlock()
-			return true
-		}
-		r.log.Error("udevd event socket: reconnecting failed", "error", err, "retry_in", *backoff)
-	}
-}
-
-func (r *udevReader) wake() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w, ok := r.c.(interface{ wake() }); ok {
-		w.wake()
-	}
+	d.queue.kick(ev.name, settingsOnly, &ev, nil)
 }
 
 // libudev's monitor header (systemd src/libsystemd/sd-device/device-monitor.c
@@ -292,7 +205,7 @@ func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	if grace <= 0 {
 		grace = udevdGrace
 	}
-	time.AfterFunc(grace, func() { d.queue.kick(name, verify, nil, nil) })
+	time.AfterFunc(grace, func() { d.queue.kick(name, settingsOnly, nil, nil) })
 	d.log.Debug("left to udevd first: its rules write what the policy sets", "device", name, "udev_rule", strings.Join(found, ", "))
 	return true
 }

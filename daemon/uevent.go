@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -157,64 +158,89 @@ func scanKernelUEvent(raw []byte) (ueventVars, error) {
 	return v, nil
 }
 
-// netlinkConn is the real socket, set up by go-udev (netlink group, 2 MiB
-// receive buffer, SO_PASSCRED). Messages are received here rather than with
-// go-udev's ReadMsg, which allocates 32 KiB a message: 1000 disks appearing
-// at once bring 2000 uevents, 64 MiB of garbage, and the collector then
-// took a tenth of the daemon's time in the burst. The sender checks are
-// go-udev's (netlink/conn.go checkSender), with the same errors.
+// netlinkConn is the real socket: a non-blocking netlink socket on Go's
+// runtime poller, so that a reader waiting for the next uevent costs no
+// thread and no wake-ups, and Close unblocks it. The options are go-udev's
+// (netlink/conn.go Connect): SO_PASSCRED, a 2 MiB receive buffer. Messages
+// are received here rather than with go-udev's ReadMsg, which allocates 32
+// KiB a message: 1000 disks appearing at once bring 2000 uevents, 64 MiB of
+// garbage. The sender checks are go-udev's (checkSender), with its errors.
 type netlinkConn struct {
-	c    *netlink.UEventConn
-	port uint32
+	f    *os.File
+	raw  syscall.RawConn
 	buf  [16 << 10]byte // a uevent is at most 2 KiB (UEVENT_BUFFER_SIZE); udevd's at most 8 KiB
 	oob  [128]byte      // room for SCM_CREDENTIALS
+	nr   int
+	oobn int
 }
+
+// receiveBuffer is the socket's receive buffer: a burst larger than this
+// overflows it (ENOBUFS), and the daemon rescans.
+const receiveBuffer = 2 << 20
 
 func dialNetlink(udev bool) (conn, error) {
-	mode := netlink.KernelEvent
+	group := uint32(netlink.KernelEvent)
 	if udev {
-		mode = netlink.UdevEvent
+		group = uint32(netlink.UdevEvent)
 	}
-	c := &netlink.UEventConn{}
-	if err := c.Connect(mode); err != nil {
+	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, syscall.NETLINK_KOBJECT_UEVENT)
+	if err != nil {
 		return nil, fmt.Errorf("uevent socket: %w", err)
 	}
-	// go-udev sets a 200 ms receive timeout so that its own monitor can
-	// notice a cancelled context; ReadMsg just loops on it. This daemon
-	// must not wake up five times a second while idle, so block for good;
-	// stop() wakes the reader instead (netlinkConn.wake).
-	if err := syscall.SetsockoptTimeval(c.Fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &syscall.Timeval{}); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("uevent socket: clearing the receive timeout: %w", err)
+	fail := func(what string, err error) (conn, error) {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("uevent socket: %s: %w", what, err)
 	}
-	nc := &netlinkConn{c: c}
-	if sa, err := syscall.Getsockname(c.Fd); err == nil {
-		if nl, ok := sa.(*syscall.SockaddrNetlink); ok {
-			nc.port = nl.Pid
-		}
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1); err != nil {
+		return fail("SO_PASSCRED", err)
 	}
-	return nc, nil
+	// SO_RCVBUFFORCE passes net.core.rmem_max but needs CAP_NET_ADMIN.
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, receiveBuffer); err != nil {
+		_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, receiveBuffer)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK, Groups: group}); err != nil {
+		return fail("bind", err)
+	}
+	// A non-blocking descriptor: os.NewFile puts it on the poller.
+	f := os.NewFile(uintptr(fd), "uevent socket")
+	raw, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("uevent socket: %w", err)
+	}
+	return &netlinkConn{f: f, raw: raw}, nil
 }
 
-// ReadMsg returns the next message, valid until the next call.
+// ReadMsg returns the next message, valid until the next call. It waits on
+// the poller; Close makes it return os.ErrClosed (wrapped).
 func (n *netlinkConn) ReadMsg() ([]byte, error) {
-	for {
-		nr, oobn, flags, from, err := syscall.Recvmsg(n.c.Fd, n.buf[:], n.oob[:], 0)
-		switch {
-		case errors.Is(err, syscall.EINTR), errors.Is(err, syscall.EAGAIN):
-			continue
-		case err != nil:
-			return nil, err
-		case flags&syscall.MSG_TRUNC != 0:
-			return nil, fmt.Errorf("%w: %d bytes read of a longer message", netlink.ErrTruncatedMessage, nr)
-		case flags&syscall.MSG_CTRUNC != 0:
-			return nil, fmt.Errorf("%w: its credentials were cut off", netlink.ErrUntrustedSender)
+	var (
+		flags int
+		from  syscall.Sockaddr
+		rerr  error
+	)
+	err := n.raw.Read(func(fd uintptr) bool {
+		for {
+			n.nr, n.oobn, flags, from, rerr = syscall.Recvmsg(int(fd), n.buf[:], n.oob[:], 0)
+			if !errors.Is(rerr, syscall.EINTR) {
+				return !errors.Is(rerr, syscall.EAGAIN) // EAGAIN: wait for the poller
+			}
 		}
-		if err := checkSender(from, n.oob[:oobn]); err != nil {
-			return nil, err
-		}
-		return n.buf[:nr], nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case rerr != nil:
+		return nil, rerr
+	case flags&syscall.MSG_TRUNC != 0:
+		return nil, fmt.Errorf("%w: %d bytes read of a longer message", netlink.ErrTruncatedMessage, n.nr)
+	case flags&syscall.MSG_CTRUNC != 0:
+		return nil, fmt.Errorf("%w: its credentials were cut off", netlink.ErrUntrustedSender)
 	}
+	if err := checkSender(from, n.oob[:n.oobn]); err != nil {
+		return nil, err
+	}
+	return n.buf[:n.nr], nil
 }
 
 // checkSender drops what only a forger sends, as libudev and go-udev do: a
@@ -251,23 +277,9 @@ func checkSender(from syscall.Sockaddr, oob []byte) error {
 	}
 	return fmt.Errorf("%w: no credentials attached", netlink.ErrUntrustedSender)
 }
-func (n *netlinkConn) Close() error { return n.c.Close() }
 
-// wake unblocks a reader waiting in ReadMsg by sending a message to the
-// socket's own port; go-udev rejects it as unicast, and the reader, seeing
-// its context done, returns. Best effort: it needs CAP_NET_ADMIN, and a
-// reader left blocked only costs a goroutine until the next uevent.
-func (n *netlinkConn) wake() {
-	if n.port == 0 {
-		return
-	}
-	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_KOBJECT_UEVENT)
-	if err != nil {
-		return
-	}
-	defer syscall.Close(fd)
-	_ = syscall.Sendto(fd, []byte("wake@/\x00"), 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK, Pid: n.port})
-}
+// Close closes the socket, unblocking a reader.
+func (n *netlinkConn) Close() error { return n.f.Close() }
 
 // Reconnect backoff bounds: a broken socket is retried quickly at first,
 // never less often than every maxBackoff.
@@ -283,17 +295,26 @@ type listener struct {
 	udev bool
 	log  *slog.Logger
 	out  chan<- event
+	// parse keeps the events wanted from a raw message; parseEvent when nil.
+	parse func(raw []byte) (event, bool, error)
+	// heard, when set, is when the last message came (UnixNano).
+	heard *atomic.Int64
 
-	mu sync.Mutex // guards c against wake from another goroutine
-	c  conn
+	mu     sync.Mutex // guards c and closed: close runs on another goroutine
+	c      conn
+	closed bool
 }
 
-// run reads until ctx is done. ENOBUFS means the kernel dropped events (a
+// run reads until ctx is done and close was called. ENOBUFS means the kernel dropped events (a
 // burst larger than the receive buffer): report them lost, keep reading.
 // Any other socket error: reconnect with backoff, then report events lost,
 // since some may have come while no socket listened.
 func (l *listener) run(ctx context.Context) {
-	defer func() { l.c.Close() }()
+	defer func() {
+		l.mu.Lock()
+		l.c.Close()
+		l.mu.Unlock()
+	}()
 	backoff := minBackoff
 	for {
 		msg, err := l.c.ReadMsg()
@@ -303,7 +324,14 @@ func (l *listener) run(ctx context.Context) {
 		switch {
 		case err == nil:
 			backoff = minBackoff
-			ev, ok, err := parseEvent(msg, l.udev)
+			if l.heard != nil {
+				l.heard.Store(time.Now().UnixNano())
+			}
+			parse := l.parse
+			if parse == nil {
+				parse = func(raw []byte) (event, bool, error) { return parseEvent(raw, l.udev) }
+			}
+			ev, ok, err := parse(msg)
 			if err != nil {
 				l.log.Debug("unparsable uevent ignored", "error", err)
 			}
@@ -343,6 +371,11 @@ func (l *listener) reconnect(ctx context.Context, backoff *time.Duration) bool {
 		c, err := l.dial(l.udev)
 		if err == nil {
 			l.mu.Lock()
+			if l.closed {
+				l.mu.Unlock()
+				c.Close()
+				return false
+			}
 			l.c = c
 			l.mu.Unlock()
 			l.log.Info("uevent socket reconnected; rescanning every disk")
@@ -352,13 +385,13 @@ func (l *listener) reconnect(ctx context.Context, backoff *time.Duration) bool {
 	}
 }
 
-// wake unblocks run once ctx is done, when the socket knows how.
-func (l *listener) wake() {
+// close closes the socket, so that a run blocked reading returns (its ctx
+// done), and a reconnect in progress gives up.
+func (l *listener) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if w, ok := l.c.(interface{ wake() }); ok {
-		w.wake()
-	}
+	l.closed = true
+	l.c.Close()
 }
 
 func (l *listener) send(ctx context.Context, ev event) bool {

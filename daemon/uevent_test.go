@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iosched/iosched/sysfs"
 	"github.com/pilebones/go-udev/netlink"
+
+	"github.com/iosched/iosched/sysfs"
 )
 
 func TestParseEvent(t *testing.T) {
@@ -101,7 +102,7 @@ func startListener(t *testing.T, fd *fakeDialer) (<-chan event, *logBuffer) {
 	go func() { l.run(ctx); close(done) }()
 	t.Cleanup(func() {
 		cancel()
-		l.wake()
+		l.close()
 		<-done
 	})
 	return out, log

@@ -12,24 +12,28 @@ import (
 type passKind int
 
 const (
-	// verify re-reads only the attributes the policy sets, trusting the
-	// facts (class, size, ...) from the last full read: drift repair and
-	// re-planning after a reload. Facts change only with a uevent.
-	verify passKind = iota
+	// settingsOnly re-reads only the attributes the policy sets (and
+	// writes those that drifted), trusting the facts (class, size, ...)
+	// from the last full read: drift repair and re-planning after a
+	// reload. Facts change only with a uevent.
+	settingsOnly passKind = iota
 	// full reads the whole disk afresh: a uevent, the first scan, a rescan
 	// after lost events.
 	full
 )
 
-// removal forgets a disk without reading it: the kernel sends "remove"
-// before it takes the disk's directory away, so a read then would find a
-// disk half gone, and nothing would come later to forget it.
+// removal forgets a disk that sysfs says is gone. A "remove" uevent alone
+// proves nothing: anyone can ask the kernel for one (`udevadm trigger
+// --action=remove`, a write to the disk's uevent file), and one read late
+// (after lost events) may be about the disk's predecessor. So the pass
+// checks, and gives a disk still there a full pass instead.
 const removal passKind = -1
 
 // job is what is owed to one disk: the strongest kind asked for since its
 // last pass started (a removal only when it came last), the newest udev
 // properties, the disk's identity from the newest uevent, and who waits for
-// it.
+// it. A removal followed by an event is a full pass: the disk is back, or
+// another one has its name, and the pass's read tells which.
 type job struct {
 	kind  passKind
 	props map[string]string
@@ -37,9 +41,6 @@ type job struct {
 	// full pass need not read them; zero when a scan asked too (the scan
 	// after lost events must read them afresh).
 	ident sysfs.Ident
-	// replaced: a removal came before the event asking for this pass, so
-	// the disk is another one under the same name.
-	replaced bool
 	// afterUdev: asked for by udevd's processed event; kernelEvent: by
 	// the kernel's uevent (udevfollow.go).
 	afterUdev, kernelEvent bool
@@ -52,7 +53,7 @@ func (j *job) merge(kind passKind, ev *event, wg *barrier) {
 	case kind == removal:
 		j.kind = removal
 	case j.kind == removal && kind == full:
-		j.kind, j.replaced = full, true
+		j.kind = full
 	case j.kind != removal:
 		j.kind = max(j.kind, kind)
 	}
@@ -146,7 +147,7 @@ func (q *queue) work() {
 		q.pending = q.pending[1:]
 		s := q.slots[name]
 		j := s.next
-		s.next, s.queued, s.busy = job{kind: verify}, false, true
+		s.next, s.queued, s.busy = job{kind: settingsOnly}, false, true
 		q.mu.Unlock()
 
 		q.run(name, j)

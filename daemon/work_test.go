@@ -49,9 +49,9 @@ func TestQueueMergesIntoAQueuedPass(t *testing.T) {
 	})
 	q.kick("blocker", full, nil, nil) // holds the only worker
 	wg := newBarrier()
-	q.kick("loop20000", verify, nil, wg)
+	q.kick("loop20000", settingsOnly, nil, wg)
 	q.kick("loop20000", full, &event{props: map[string]string{"ID_BUS": "ata"}}, wg)
-	q.kick("loop20000", verify, nil, wg)
+	q.kick("loop20000", settingsOnly, nil, wg)
 	close(block)
 	wg.Wait()
 	if len(runs) != 1 {
@@ -134,32 +134,28 @@ func TestQueueClose(t *testing.T) {
 }
 
 // A removal forgets; an event after it (the disk is back, or another one
-// under its name) wins over it, and says the disk was replaced; a rescan's
-// verify does not.
+// under its name) wins over it; a rescan's settingsOnly does not.
 func TestQueueRemovalMerging(t *testing.T) {
 	tests := []struct {
-		kicks    []passKind
-		want     passKind
-		replaced bool
+		kicks []passKind
+		want  passKind
 	}{
-		{[]passKind{full, removal}, removal, false},
-		{[]passKind{removal, full}, full, true},
-		{[]passKind{removal, full, verify}, full, true},
-		{[]passKind{removal, verify}, removal, false},
-		{[]passKind{verify, full, verify}, full, false},
-		{[]passKind{removal}, removal, false},
+		{[]passKind{full, removal}, removal},
+		{[]passKind{removal, full}, full},
+		{[]passKind{removal, full, settingsOnly}, full},
+		{[]passKind{removal, settingsOnly}, removal},
+		{[]passKind{settingsOnly, full, settingsOnly}, full},
+		{[]passKind{removal}, removal},
 	}
 	for _, tt := range tests {
 		block := make(chan struct{})
 		var got []passKind
-		var replaced bool
 		q := newQueue(1, func(name string, j job) {
 			if name == "blocker" {
 				<-block
 				return
 			}
 			got = append(got, j.kind)
-			replaced = j.replaced
 		})
 		q.kick("blocker", full, nil, nil)
 		wg := newBarrier()
@@ -168,8 +164,8 @@ func TestQueueRemovalMerging(t *testing.T) {
 		}
 		close(block)
 		wg.Wait()
-		if len(got) != 1 || got[0] != tt.want || replaced != tt.replaced {
-			t.Errorf("kicks %v: passes %v (replaced %v), want one of kind %v (replaced %v)", tt.kicks, got, replaced, tt.want, tt.replaced)
+		if len(got) != 1 || got[0] != tt.want {
+			t.Errorf("kicks %v: passes %v, want one of kind %v", tt.kicks, got, tt.want)
 		}
 	}
 }
@@ -183,8 +179,8 @@ func TestJobMergeIdent(t *testing.T) {
 	j.merge(full, a, nil)
 	j.merge(removal, &event{}, nil)
 	j.merge(full, b, nil)
-	if j.ident != b.ident || !j.replaced || j.kind != full {
-		t.Errorf("after add, remove, add: %+v, want the second disk's identity, replaced", j)
+	if j.ident != b.ident || j.kind != full {
+		t.Errorf("after add, remove, add: %+v, want the second disk's identity, a full pass", j)
 	}
 	j.merge(full, nil, nil)
 	if j.ident != (sysfs.Ident{}) {

@@ -4,10 +4,12 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // The default policy locations: the main file, then every *.toml file of the
@@ -15,6 +17,14 @@ import (
 const (
 	DefaultFile = "/etc/iosched/policy.toml"
 	DefaultDir  = "/etc/iosched/policy.d"
+)
+
+// Size limits. A policy is a few KiB of TOML; the limits keep a file that is
+// not one (a link to /dev/zero, a log file given by mistake) from being read
+// without bound.
+const (
+	MaxFileSize   = 1 << 20 // one file
+	MaxPolicySize = 4 << 20 // all files of one policy together
 )
 
 //go:embed default.toml
@@ -28,7 +38,9 @@ func Embedded() []byte { return append([]byte{}, embedded...) }
 // are read in lexical order as one policy. With path "", it reads
 // DefaultFile and then DefaultDir/*.toml, and when none of them exists, the
 // embedded default (Sources is then ["<embedded>"]). An invalid policy's
-// error is a *Errors.
+// error is a *Errors. Only regular files (or links to them) are read, none
+// larger than MaxFileSize, all together no larger than MaxPolicySize: a
+// FIFO, a device or an oversized file is an error.
 func Load(path string) (*Policy, error) {
 	return loader{file: DefaultFile, dir: DefaultDir}.load(path)
 }
@@ -48,19 +60,20 @@ func (l loader) load(path string) (*Policy, error) {
 }
 
 func (l loader) files(path string) ([]File, error) {
+	budget := int64(MaxPolicySize)
 	if path != "" {
 		fi, err := os.Stat(path)
 		if err != nil {
 			return nil, fmt.Errorf("policy: %w", err)
 		}
 		if !fi.IsDir() {
-			f, err := readFile(path)
+			f, err := readFile(path, &budget)
 			if err != nil {
 				return nil, err
 			}
 			return []File{f}, nil
 		}
-		files, err := readDir(path)
+		files, err := readDir(path, &budget)
 		if err != nil {
 			return nil, err
 		}
@@ -71,13 +84,13 @@ func (l loader) files(path string) ([]File, error) {
 	}
 
 	var files []File
-	switch f, err := readFile(l.file); {
+	switch f, err := readFile(l.file, &budget); {
 	case err == nil:
 		files = append(files, f)
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
-	switch more, err := readDir(l.dir); {
+	switch more, err := readDir(l.dir, &budget); {
 	case err == nil:
 		files = append(files, more...)
 	case !errors.Is(err, fs.ErrNotExist):
@@ -89,18 +102,59 @@ func (l loader) files(path string) ([]File, error) {
 	return files, nil
 }
 
-func readFile(path string) (File, error) {
-	b, err := os.ReadFile(path)
+// readFile reads one policy file, taking its size from budget (what the
+// whole policy may still read).
+func readFile(path string, budget *int64) (File, error) {
+	// O_NONBLOCK: opening a FIFO waits for a writer, perhaps for ever;
+	// so opened, it returns at once and is refused below.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return File{}, fmt.Errorf("policy: %w", err)
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return File{}, fmt.Errorf("policy: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return File{}, fmt.Errorf("policy: %s: not a regular file (%s)", path, fileKind(fi.Mode()))
+	}
+	limit := min(int64(MaxFileSize), *budget)
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return File{}, fmt.Errorf("policy: %w", err)
+	}
+	if int64(len(b)) > limit {
+		if limit < MaxFileSize {
+			return File{}, fmt.Errorf("policy: %s: the policy's files are larger than %d bytes together", path, MaxPolicySize)
+		}
+		return File{}, fmt.Errorf("policy: %s: larger than %d bytes", path, MaxFileSize)
+	}
+	*budget -= int64(len(b))
 	return File{Name: path, Data: b}, nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	default:
+		return m.Type().String()
+	}
 }
 
 // readDir reads dir's *.toml files in lexical order. Hidden files (editor
 // droppings such as ".#x.toml") are skipped; anything else named *.toml
 // that cannot be read is an error, not silently left out.
-func readDir(dir string) ([]File, error) {
+func readDir(dir string, budget *int64) ([]File, error) {
 	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -111,7 +165,7 @@ func readDir(dir string) ([]File, error) {
 		if !strings.HasSuffix(name, ".toml") || strings.HasPrefix(name, ".") {
 			continue
 		}
-		f, err := readFile(filepath.Join(dir, name))
+		f, err := readFile(filepath.Join(dir, name), budget)
 		if err != nil {
 			return nil, err
 		}

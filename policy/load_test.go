@@ -2,12 +2,15 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func rule(name string) string { return "[[rule]]\nname = \"" + name + "\"\n" }
@@ -159,4 +162,65 @@ func TestLoadDefaults(t *testing.T) {
 			t.Errorf("loaded %q", p.Sources)
 		}
 	})
+}
+
+// Only regular files are policies, and none is read without bound. Before
+// these checks a FIFO blocked the load (the daemon's event loop, `iosched
+// check`) until someone wrote to it, and a link to /dev/zero was read until
+// the process ran out of memory.
+func TestLoadRefusesWhatIsNotAPolicyFile(t *testing.T) {
+	dir := t.TempDir()
+	l := loader{file: filepath.Join(dir, "absent.toml"), dir: filepath.Join(dir, "absent.d")}
+	fifo := filepath.Join(dir, "fifo.toml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{
+		"d/10-ok.toml":   rule("ok"),
+		"big.toml":       "# " + strings.Repeat("x", MaxFileSize) + "\n",
+		"link/ok.toml":   rule("ok"),
+		"many/ok.toml":   rule("ok"),
+		"linked/a.toml":  rule("a"),
+		"regular.toml":   rule("r"),
+		"fifodir/a.toml": rule("a"),
+	})
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifodir", "b.toml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "d", "20-zero.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "regular.toml"), filepath.Join(dir, "linked", "b.toml")); err != nil {
+		t.Fatal(err)
+	}
+	// Five files of 0.9 MiB: each under the file limit, together over the
+	// policy's.
+	for i := range 5 {
+		writeFiles(t, dir, map[string]string{fmt.Sprintf("many/%d.toml", i): "# " + strings.Repeat("x", MaxFileSize*9/10) + "\n"})
+	}
+	for _, tt := range []struct{ path, want string }{
+		{fifo, "not a regular file (a FIFO)"},
+		{filepath.Join(dir, "fifodir"), "not a regular file (a FIFO)"},
+		{filepath.Join(dir, "d"), "not a regular file (a character device)"},
+		{filepath.Join(dir, "big.toml"), "larger than 1048576 bytes"},
+		{filepath.Join(dir, "many"), "larger than 4194304 bytes together"},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := l.load(tt.path)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s: err = %v, want %q", tt.path, err, tt.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the load did not return within 5 s", tt.path)
+		}
+	}
+	// A link to a regular file is a policy file.
+	if p, err := l.load(filepath.Join(dir, "linked")); err != nil || !reflect.DeepEqual(ruleNames(p), []string{"a", "r"}) {
+		t.Errorf("a link to a regular file: rules %q, %v", ruleNames(p), err)
+	}
 }

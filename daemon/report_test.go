@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/iosched/iosched/internal/statefile"
+
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
@@ -27,17 +29,17 @@ func TestAppliedWantsWhatThePlanChose(t *testing.T) {
 		name   string
 		dev    *sysfs.Device
 		failed string // the attribute whose write fails; the others are written
-		want   []Applied
+		want   []statefile.Applied
 	}{
-		{"in place", disk("mq-deadline", "64"), "", []Applied{
+		{"in place", disk("mq-deadline", "64"), "", []statefile.Applied{
 			{Attribute: "scheduler", Value: "mq-deadline", Rule: "r"},
 			{Attribute: "nr_requests", Value: "64", Rule: "r"},
 		}},
-		{"written", disk("none", "128"), "", []Applied{
+		{"written", disk("none", "128"), "", []statefile.Applied{
 			{Attribute: "scheduler", Value: "mq-deadline", Rule: "r"},
 			{Attribute: "nr_requests", Value: "64", Rule: "r"},
 		}},
-		{"scheduler write failed", disk("none", "128"), "scheduler", []Applied{
+		{"scheduler write failed", disk("none", "128"), "scheduler", []statefile.Applied{
 			{Attribute: "scheduler", Value: "none", Want: "mq-deadline", Rule: "r"},
 			{Attribute: "nr_requests", Value: "64", Rule: "r"},
 		}},

@@ -1,0 +1,34 @@
+package statefile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// ErrNotRunning: no daemon is running for that runtime directory.
+var ErrNotRunning = errors.New("no daemon is running")
+
+// Read reads the state file a running daemon keeps in runtimeDir. It returns
+// ErrNotRunning (wrapped) when there is none, or when the process it names is
+// gone or is not the one that wrote it (another process under a recycled
+// pid).
+func Read(runtimeDir string) (*State, error) {
+	p := Path(runtimeDir)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (no %s)", ErrNotRunning, p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if err := Verify(st.PID, st.ProcStart, st.Exe); err != nil {
+		return nil, fmt.Errorf("%w (%s names pid %d: %w)", ErrNotRunning, p, st.PID, err)
+	}
+	return &st, nil
+}

@@ -1,0 +1,46 @@
+package statefile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+)
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadWhenNoDaemonRuns(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Read(dir); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("no state file: err = %v, want ErrNotRunning", err)
+	}
+	// A state file left by a process that is gone.
+	writeFile(t, Path(dir), `{"pid": 2147483646, "started": "2025-01-01T00:00:00Z"}`)
+	if _, err := Read(dir); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("dead pid: err = %v, want ErrNotRunning", err)
+	}
+	// A live pid that is not the process that wrote the file.
+	writeFile(t, Path(dir), fmt.Sprintf(`{"pid": %d, "proc_start": 1}`, os.Getpid()))
+	if _, err := Read(dir); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("recycled pid: err = %v, want ErrNotRunning", err)
+	}
+	// The same pid and start time, another executable.
+	writeFile(t, Path(dir), fmt.Sprintf(`{"pid": %d, "proc_start": %d, "exe": "/usr/sbin/iosched"}`, os.Getpid(), StartTime(os.Getpid())))
+	if _, err := Read(dir); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("another executable: err = %v, want ErrNotRunning", err)
+	}
+	// No start time: pid 1, say, must not be taken for the daemon.
+	writeFile(t, Path(dir), fmt.Sprintf(`{"pid": %d, "exe": %q}`, os.Getpid(), Exe(os.Getpid())))
+	if _, err := Read(dir); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("no start time: err = %v, want ErrNotRunning", err)
+	}
+	writeFile(t, Path(dir), fmt.Sprintf(`{"pid": %d, "proc_start": %d, "exe": %q}`, os.Getpid(), StartTime(os.Getpid()), Exe(os.Getpid())))
+	if _, err := Read(dir); err != nil {
+		t.Errorf("live daemon: %v", err)
+	}
+}

@@ -1,0 +1,138 @@
+package statefile
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/iosched/iosched/plan"
+	"github.com/iosched/iosched/sysfs"
+)
+
+// Name is the state file's name in the runtime directory.
+const Name = "state.json"
+
+// Path is the state file of the daemon whose runtime directory is dir.
+func Path(dir string) string { return filepath.Join(dir, Name) }
+
+// State is what state.json holds: the daemon as `iosched status` shows it.
+type State struct {
+	PID int `json:"pid"`
+	// ProcStart is the process's start time in clock ticks since boot
+	// (/proc/PID/stat field 22), and Exe its executable (/proc/PID/exe),
+	// so that a recycled pid is not taken for the daemon.
+	ProcStart  uint64      `json:"proc_start,omitempty"`
+	Exe        string      `json:"exe,omitempty"`
+	Started    time.Time   `json:"started"`
+	Updated    time.Time   `json:"updated"`
+	Policy     PolicyState `json:"policy"`
+	LastReload *Reload     `json:"last_reload,omitempty"`
+	// Reloads are the last few reloads, newest last, each with the
+	// requests it answered: `iosched reload` finds its own there.
+	Reloads    []Reload `json:"reloads,omitempty"`
+	LastScan   *Scan    `json:"last_scan,omitempty"`
+	LastChange *Change  `json:"last_change,omitempty"`
+	LastError  *Problem `json:"last_error,omitempty"`
+	// PersistenceError is the last failure to save what must outlive the
+	// process (the original values restore_on_exit puts back); cleared by
+	// the next save that succeeds.
+	PersistenceError *Problem `json:"persistence_error,omitempty"`
+	// OriginalsUnknown lists the disks some of whose original values are
+	// not known (their record was unreadable): restore_on_exit cannot put
+	// those back.
+	OriginalsUnknown []string `json:"originals_unknown,omitempty"`
+	// Warnings are conditions that keep the daemon from doing all its job
+	// (no udevd to send the events it listens for, say).
+	Warnings []string `json:"warnings,omitempty"`
+	// Managed counts the disks at least one rule matched.
+	Managed int                   `json:"managed"`
+	Disks   map[string]*DiskState `json:"disks"`
+}
+
+// PolicyState is the policy in force.
+type PolicyState struct {
+	Sources           []string `json:"sources"`
+	UeventSource      string   `json:"uevent_source"`
+	ReconcileInterval string   `json:"reconcile_interval"`
+	RestoreOnExit     bool     `json:"restore_on_exit"`
+}
+
+// Reload is the outcome of one SIGHUP.
+type Reload struct {
+	// Seq counts the SIGHUPs taken since start.
+	Seq int       `json:"seq"`
+	At  time.Time `json:"at"`
+	OK  bool      `json:"ok"`
+	// Requests are the `iosched reload` requests this reload answers: those
+	// made before it read the policy.
+	Requests []string `json:"requests,omitempty"`
+	Errors   []string `json:"errors,omitempty"`
+	// Done: an invalid policy was refused, or a valid one has re-planned
+	// every disk (READY=1 was sent).
+	Done bool `json:"done"`
+}
+
+// Scan is the last pass over every disk.
+type Scan struct {
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+	Disks  int       `json:"disks"`
+	Writes int64     `json:"writes"`
+	// Seconds is how long it took, to the microsecond.
+	Seconds float64 `json:"seconds"`
+}
+
+// Change is one attribute the daemon wrote.
+type Change struct {
+	At        time.Time `json:"at"`
+	Device    string    `json:"device"`
+	Attribute string    `json:"attribute"`
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Rule      string    `json:"rule"`
+	// Drift: it had been set and someone changed it back.
+	Drift bool `json:"drift,omitempty"`
+}
+
+// Problem is an error and when it happened.
+type Problem struct {
+	At      time.Time `json:"at"`
+	Device  string    `json:"device,omitempty"`
+	Message string    `json:"message"`
+}
+
+// DiskState is one disk as the daemon last left it.
+type DiskState struct {
+	Class    sysfs.Class `json:"class"`
+	Rules    []string    `json:"rules"`
+	Settings []Applied   `json:"settings"`
+	Skipped  []plan.Skip `json:"skipped,omitempty"`
+	// Errors are attributes that could not be read.
+	Errors []string `json:"errors,omitempty"`
+	// Refused are writes the kernel refused, not retried before Retry.
+	Refused   []Refusal `json:"refused,omitempty"`
+	LastError *Problem  `json:"last_error,omitempty"`
+}
+
+// Applied is one setting the policy makes on a disk.
+type Applied struct {
+	Attribute string `json:"attribute"`
+	Value     string `json:"value"`
+	// Want is set when the value is not (yet) what the policy asks.
+	Want string `json:"want,omitempty"`
+	Rule string `json:"rule"`
+}
+
+// Refusal is a value the kernel refused for an attribute.
+type Refusal struct {
+	Attribute string    `json:"attribute"`
+	Value     string    `json:"value"`
+	Error     string    `json:"error"`
+	Since     time.Time `json:"since"`
+	Retry     time.Time `json:"retry"`
+}
+
+// ReloadRequestDir holds one empty file per `iosched reload` waiting for its
+// answer, named by the request. The reload that reads the policy next takes
+// every request there and lists them in its Reload.Requests, so reloads
+// that overlap each find their own answer.
+func ReloadRequestDir(runtimeDir string) string { return filepath.Join(runtimeDir, "reload-requests") }
