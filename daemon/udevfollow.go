@@ -22,7 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/sysfs"
