@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -260,4 +259,3 @@ func requireLoops(t *testing.T) {
 	looptest.Require(t)
 }
 
-func errorsIs(err, target error) bool { return errors.Is(err, target) }

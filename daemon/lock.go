@@ -49,7 +49,8 @@ func lockRuntimeDir(dir string) (unlock func(), err error) {
 		f.Close()
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

@@ -142,7 +142,7 @@ func cmdExecCost(args []string) error {
 	fs.Parse(args)
 	argv := fs.Args()
 	if len(argv) == 0 {
-		return fmt.Errorf("usage: loopbench execcost [-n N] -- COMMAND ARGS...")
+		return fmt.Errorf("usage: loopbench execcost [-n N] -- COMMAND [ARGS]")
 	}
 	res := ExecCostResult{Runs: *n}
 	var wall time.Duration
