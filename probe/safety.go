@@ -21,6 +21,8 @@ import (
 type Refusal struct {
 	Device string
 	Reason string
+	// Busy: others were using the disk; a later try may be allowed.
+	Busy bool
 }
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s: probe refused: %s", r.Device, r.Reason) }
@@ -344,7 +346,9 @@ func checkIdle(fs sysfs.FS, name string, sample time.Duration) error {
 	ios := (b.Reads - a.Reads) + (b.Writes - a.Writes)
 	rate := float64(ios) / sample.Seconds()
 	if rate > busyIOPS || b.InFlight > 0 && a.InFlight > 0 {
-		return refuse(name, "the disk is busy: %d I/Os by others in %s (%.0f/s, more than %d/s), %d in flight; --force probes it anyway", ios, sample, rate, busyIOPS, b.InFlight)
+		err := refuse(name, "the disk is busy: %d I/Os by others in %s (%.0f/s, more than %d/s), %d in flight; --force probes it anyway", ios, sample, rate, busyIOPS, b.InFlight)
+		err.(*Refusal).Busy = true
+		return err
 	}
 	return nil
 }
