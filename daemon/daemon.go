@@ -82,6 +82,7 @@ type Config struct {
 	udevdGrace    time.Duration
 	evaluate      func(*policy.Policy, *sysfs.Device) policy.Evaluation
 	stateDebounce time.Duration
+	probeRetry    time.Duration // after a busy disk (default probeRetry)
 }
 
 // Daemon keeps disks on their policy. Make one with New, run it with Run.
@@ -198,6 +199,7 @@ func New(cfg Config) (*Daemon, error) {
 		burstOver: make(chan struct{}, 1),
 	}
 	d.passCtx, d.stopPasses = context.WithCancel(context.Background())
+	d.probes.retry = cfg.probeRetry
 	d.probes.init(policy.DefaultProbeConcurrency)
 	d.queue = newQueue(cfg.Parallel, d.pass)
 	d.queue.idle = func(peak int) {
@@ -506,6 +508,7 @@ func (d *Daemon) setPolicy(p *policy.Policy) {
 func (d *Daemon) stop() error {
 	d.stopping.Store(true)
 	d.notify(sd.SdNotifyStopping)
+	deadline := time.Now().Add(d.cfg.StopTimeout) // probes and passes share it
 	if !d.probes.stop(d.cfg.StopTimeout) {
 		d.log.Warn("a probe was still restoring its disk at stop", "waited", d.cfg.StopTimeout)
 	}
@@ -513,7 +516,7 @@ func (d *Daemon) stop() error {
 	var writing []string // disks whose pass may still write
 	select {
 	case <-done:
-	case <-time.After(d.cfg.StopTimeout):
+	case <-time.After(time.Until(deadline)):
 		d.log.Warn("passes still running at stop; abandoning their remaining writes", "waited", d.cfg.StopTimeout)
 		d.stopPasses()
 		select {
