@@ -12,11 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
 func newListCmd(e *env) *cobra.Command {
 	var asJSON bool
+	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "list [DEVICE...]",
 		Short: "Show every whole disk: class, driver, queues, scheduler, NOWAIT, size",
@@ -35,6 +37,9 @@ func newListCmd(e *env) *cobra.Command {
 			if err := renderList(e.stdout, devs); err != nil {
 				return err
 			}
+			if fs, err := e.fs(); err == nil {
+				renderRemembered(e.stdout, fs, stateDir, devs)
+			}
 			for _, msg := range skipped {
 				fmt.Fprintf(e.stdout, "warning: %s\n", printable(msg))
 			}
@@ -42,6 +47,7 @@ func newListCmd(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results: each disk's is listed")
 	return cmd
 }
 
