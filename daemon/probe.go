@@ -39,18 +39,21 @@ type probes struct {
 	// slots bounds the probes running at once (probe_concurrency); a
 	// reload makes a new one, the cancelled probes release the old.
 	slots chan struct{}
-	spent time.Duration // probe time since the start, against probe_budget
-	wg    sync.WaitGroup
+	// measuring holds, by disk, the probe switching its scheduler, one at
+	// most: a channel closed once it has restored what it changed. It
+	// outlives a reset, as a cancelled probe is still restoring.
+	measuring map[string]chan struct{}
+	spent     time.Duration // probe time since the start, against probe_budget
+	wg        sync.WaitGroup
 	// retry is probeRetry; tests shorten it.
 	retry time.Duration
 }
 
 // diskProbe is one disk's probe: its decision, or the probe it waits for.
 type diskProbe struct {
-	state   statefile.ProbeState
-	report  *probe.Report // the decision, once there is one
-	running bool          // measuring: passes skip the disk
-	cancel  context.CancelFunc
+	state  statefile.ProbeState
+	report *probe.Report // the decision, once there is one
+	cancel context.CancelFunc
 }
 
 func (p *probes) init(concurrency int) {
@@ -58,6 +61,9 @@ func (p *probes) init(concurrency int) {
 	defer p.mu.Unlock()
 	p.disks = map[string]*diskProbe{}
 	p.slots = make(chan struct{}, max(concurrency, 1))
+	if p.measuring == nil {
+		p.measuring = map[string]chan struct{}{}
+	}
 	if p.retry == 0 {
 		p.retry = probeRetry
 	}
@@ -67,8 +73,34 @@ func (p *probes) init(concurrency int) {
 func (p *probes) holds(name string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	dp := p.disks[name]
-	return dp != nil && dp.running
+	return p.measuring[name] != nil
+}
+
+// startMeasuring marks the disk as being probed, once no other probe of it
+// (one cancelled, still restoring) is; false when ctx ends first.
+func (p *probes) startMeasuring(ctx context.Context, name string) bool {
+	for {
+		p.mu.Lock()
+		other := p.measuring[name]
+		if other == nil {
+			p.measuring[name] = make(chan struct{})
+			p.mu.Unlock()
+			return true
+		}
+		p.mu.Unlock()
+		select {
+		case <-other:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (p *probes) endMeasuring(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.measuring[name])
+	delete(p.measuring, name)
 }
 
 // state is the disk's probe for the state file, nil when none.
@@ -234,7 +266,7 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, name, rule string, pr *policy.P
 		return old // another pass of the disk got there first (cannot: one pass a disk at a time; kept safe)
 	}
 	d.probes.disks[name] = dp
-	if dp.report == nil {
+	if dp.report == nil && !d.stopping.Load() {
 		ctx, cancel := context.WithCancel(d.passCtx)
 		dp.cancel = cancel
 		d.probes.wg.Add(1)
@@ -284,7 +316,12 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 			}
 			return
 		}
-		if !update(func() { dp.running, dp.state.Status = true, "running" }) {
+		if !d.probes.startMeasuring(ctx, name) {
+			<-slots
+			return
+		}
+		if !update(func() { dp.state.Status = "running" }) {
+			d.probes.endMeasuring(name)
 			<-slots
 			return
 		}
@@ -297,10 +334,10 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 		start := time.Now()
 		rep, err := runner.Probe(ctx, name, o, false, maxAge)
 		took := time.Since(start)
+		d.probes.endMeasuring(name)
 		<-slots
 		d.probes.mu.Lock()
 		d.probes.spent += took
-		dp.running = false
 		d.probes.mu.Unlock()
 
 		var ref *probe.Refusal
@@ -310,6 +347,9 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 			d.probes.mu.Lock()
 			dp.state.Status = "cancelled"
 			d.probes.mu.Unlock()
+			// The passes skipped while it restored (a reload's
+			// re-plan) are owed.
+			d.queue.kick(name, full, nil, nil)
 			return
 		case err == nil:
 			from := rep.From
@@ -325,7 +365,7 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 			return
 		case errors.As(err, &ref) && ref.Busy:
 			update(func() { dp.state.Status, dp.state.Error = "pending", ref.Reason })
-			d.log.Info("probe postponed: the disk is busy", "device", name, "retry_in", d.probes.retry)
+			d.log.Info("probe postponed: the disk is busy", "device", name, "reason", ref.Reason, "retry_in", d.probes.retry)
 			d.queue.kick(name, settingsOnly, nil, nil) // the settings held while it ran
 			select {
 			case <-time.After(d.probes.retry):

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,5 +185,32 @@ func TestIntegrationProbeDaemonStop(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(state, "probes.json")); err == nil {
 		t.Errorf("a cancelled probe left a result")
+	}
+}
+
+// TestIntegrationProbeDaemonReload: a reload during a probe cancels it (the
+// disk's scheduler restored), and the re-plan probes again under the new
+// policy and applies the winner.
+func TestIntegrationProbeDaemonReload(t *testing.T) {
+	requireLoops(t)
+	name := probedLoop(t, 22502)
+	r := start(t, probePolicy(name, "2s", 3, ""), withStateDir(t.TempDir()))
+	waitFor(t, 10*time.Second, "the probe to start", func() bool { return len(r.log.lines("probe started", "device="+name)) == 1 })
+	writeFile(t, r.policy, probePolicy(name, "150ms", 1, ""))
+	r.signals <- syscall.SIGHUP
+	waitFor(t, 5*time.Second, "the probe to be cancelled", func() bool { return len(r.log.lines("probe cancelled", "device="+name)) == 1 })
+	waitFor(t, 20*time.Second, "the second probe's decision", func() bool { return len(r.log.lines("probe decided", "device="+name)) == 1 })
+	var winner string
+	waitFor(t, 5*time.Second, "the decision in the state file", func() bool {
+		ds := r.diskState(t, name)
+		if ds == nil || ds.Probe == nil || ds.Probe.Status != "decided" {
+			return false
+		}
+		winner = ds.Probe.Winner
+		return true
+	})
+	waitFor(t, 5*time.Second, "the winner on the disk", func() bool { return activeScheduler(t, name) == winner })
+	if n := len(r.log.lines("probe started", "device="+name)); n != 2 {
+		t.Errorf("%d probes started, want 2 (one cancelled by the reload)", n)
 	}
 }

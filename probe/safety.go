@@ -21,7 +21,8 @@ import (
 type Refusal struct {
 	Device string
 	Reason string
-	// Busy: others were using the disk; a later try may be allowed.
+	// Busy: others were using or probing the disk; a later try may be
+	// allowed.
 	Busy bool
 }
 
@@ -57,7 +58,9 @@ func takeLock(stateDir, name string) (*lock, error) {
 			if who != "" {
 				who = " (pid " + who + ")"
 			}
-			return nil, refuse(name, "another probe of %s is running%s: its lock %s is held", name, who, p)
+			err := refuse(name, "another probe of %s is running%s: its lock %s is held", name, who, p)
+			err.(*Refusal).Busy = true
+			return nil, err
 		}
 		return nil, fmt.Errorf("probe lock %s: %w", p, err)
 	}
