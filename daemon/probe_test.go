@@ -99,3 +99,22 @@ func TestProbePendingInterim(t *testing.T) {
 		t.Errorf("after the refused probe: scheduler %s, want kyber kept", got)
 	}
 }
+
+// TestProbeBudget: a probe that needs more than what is left of
+// probe_budget is not started; the interim settings stay and the state
+// says so.
+func TestProbeBudget(t *testing.T) {
+	// The probe's budget: 0.2 s busy check + 2 x (0.15 s switch + 25 ms
+	// warm-up + 2 x 0.1 s) + 0.3 s restore = 1.25 s.
+	r, _ := fakeDaemon(t, fakeProbePolicy("[daemon]\nprobe_budget = \"1s\"\n"), "loop20000")
+	waitFor(t, 5*time.Second, "the probe to be over budget in the state file", func() bool {
+		ds := r.state(t).Disks["loop20000"]
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "budget"
+	})
+	if len(r.log.lines("probe_budget spent", "device=loop20000")) != 1 || len(r.log.lines("probe started")) != 0 {
+		t.Errorf("want the budget logged once and no probe started")
+	}
+	if got := r.attr(t, "loop20000", "scheduler"); got != "kyber" {
+		t.Errorf("scheduler %s, want the interim kyber", got)
+	}
+}
