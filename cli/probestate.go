@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
@@ -118,5 +119,27 @@ func (p *probeShown) render(w io.Writer) {
 	}
 	if p.Error != "" {
 		fmt.Fprintf(w, "  warning: %s\n", printable(p.Error))
+	}
+}
+
+// probeStatus is a disk's probe in `iosched status`.
+func probeStatus(p *statefile.ProbeState) string {
+	interim := p.Interim
+	if interim == "" {
+		interim = "the disk's own"
+	}
+	switch p.Status {
+	case "decided":
+		return fmt.Sprintf("scheduler %s by probe (rule %q; %s; %s)", p.Winner, p.Rule, p.Provenance, p.From)
+	case "pending", "running":
+		s := fmt.Sprintf("probe %s (rule %q); interim scheduler %s", p.Status, p.Rule, interim)
+		if p.Error != "" {
+			s += "; last try: " + p.Error
+		}
+		return s
+	case "budget":
+		return fmt.Sprintf("probe not run: probe_budget spent (rule %q); interim scheduler %s", p.Rule, interim)
+	default:
+		return fmt.Sprintf("probe %s (rule %q): %s; interim scheduler %s", p.Status, p.Rule, p.Error, interim)
 	}
 }
