@@ -82,7 +82,9 @@ func (l *lock) release() {
 func lockFree(stateDir, name string) bool {
 	f, err := os.Open(lockPath(stateDir, name))
 	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
+		// No lock where none can be (a state directory that is a file,
+		// or missing): nobody probes through it.
+		return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
 	}
 	defer f.Close()
 	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
