@@ -226,7 +226,7 @@ func decided(ev policy.Evaluation, rule string, rep *probe.Report) policy.Evalua
 	settings := slices.Clone(ev.Settings)
 	i := slices.IndexFunc(settings, func(x policy.Setting) bool { return x.Attribute == s.Attribute })
 	if i >= 0 {
-		s.Overrode = append(settings[i].Overrode, settings[i].Rule)
+		s.Overrode = slices.Concat(settings[i].Overrode, []string{settings[i].Rule})
 		settings[i] = s
 	} else {
 		settings = slices.Insert(settings, 0, s) // the scheduler is written first
@@ -341,6 +341,13 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 		d.probes.mu.Unlock()
 
 		var ref *probe.Refusal
+		if err != nil && rep != nil && rep.Winner != "" && ctx.Err() == nil {
+			// Measured and decided, but something failed after (the
+			// result not remembered: probes.json could not be
+			// written): the decision holds until the next start.
+			d.log.Error("the probe decided, then failed", "device", name, "error", err)
+			err = nil
+		}
 		switch {
 		case ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted):
 			d.log.Info("probe cancelled; the disk's settings were restored", "device", name, "rule", rule)
