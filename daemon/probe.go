@@ -335,7 +335,6 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 		rep, err := runner.Probe(ctx, name, o, false, maxAge)
 		took := time.Since(start)
 		d.probes.endMeasuring(name)
-		<-slots
 		d.probes.mu.Lock()
 		d.probes.spent += took
 		d.probes.mu.Unlock()
@@ -351,6 +350,7 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 		switch {
 		case ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted):
 			d.log.Info("probe cancelled; the disk's settings were restored", "device", name, "rule", rule)
+			<-slots // each slot is given back after its probe's outcome is logged
 			d.probes.mu.Lock()
 			dp.state.Status = "cancelled"
 			d.probes.mu.Unlock()
@@ -368,11 +368,13 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 				dp.state.Status, dp.state.Winner, dp.state.Provenance, dp.state.From = "decided", rep.Winner, rep.Provenance, from
 			})
 			d.log.Info("probe decided", "device", name, "rule", rule, "winner", rep.Winner, "provenance", rep.Provenance, "took", took.Round(time.Millisecond))
+			<-slots
 			d.queue.kick(name, full, nil, nil)
 			return
 		case errors.As(err, &ref) && ref.Busy:
 			update(func() { dp.state.Status, dp.state.Error = "pending", ref.Reason })
 			d.log.Info("probe postponed: the disk is busy", "device", name, "reason", ref.Reason, "retry_in", d.probes.retry)
+			<-slots
 			d.queue.kick(name, settingsOnly, nil, nil) // the settings held while it ran
 			select {
 			case <-time.After(d.probes.retry):
@@ -386,6 +388,7 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 			}
 			update(func() { dp.state.Status, dp.state.Error = status, err.Error() })
 			d.log.Warn("probe "+status+"; the interim settings stay", "device", name, "rule", rule, "error", err)
+			<-slots
 			d.queue.kick(name, full, nil, nil)
 			return
 		}

@@ -214,3 +214,32 @@ func TestIntegrationProbeDaemonReload(t *testing.T) {
 		t.Errorf("%d probes started, want 2 (one cancelled by the reload)", n)
 	}
 }
+
+// TestIntegrationProbeDaemonConcurrency: with probe_concurrency 1 (the
+// default) two disks are probed one after the other, never at once, and both
+// get their winner.
+func TestIntegrationProbeDaemonConcurrency(t *testing.T) {
+	requireLoops(t)
+	a, b := probedLoop(t, 22503), probedLoop(t, 22504)
+	r := start(t, probePolicy("loop2250[34]", "150ms", 1, ""), withStateDir(t.TempDir()))
+	for _, name := range []string{a, b} {
+		waitFor(t, 20*time.Second, name+"'s decision", func() bool {
+			ds := r.diskState(t, name)
+			return ds != nil && ds.Probe != nil && ds.Probe.Status == "decided" && activeScheduler(t, name) == ds.Probe.Winner
+		})
+	}
+	// In log order, each start is followed by its own decision before
+	// the next start.
+	var order []string
+	for _, line := range r.log.lines("probe ") {
+		switch {
+		case strings.Contains(line, `msg="probe started"`):
+			order = append(order, "start")
+		case strings.Contains(line, `msg="probe decided"`):
+			order = append(order, "end")
+		}
+	}
+	if strings.Join(order, " ") != "start end start end" {
+		t.Errorf("probes in the log: %v, want one at a time", order)
+	}
+}
