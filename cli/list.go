@@ -29,10 +29,27 @@ func newListCmd(e *env) *cobra.Command {
 				return err
 			}
 			if asJSON {
+				fs, err := e.fs()
+				if err != nil {
+					return err
+				}
+				probes := map[string]*probe.Record{}
+				for _, d := range devs {
+					rec, err := rememberedFor(fs, stateDir, d)
+					if err != nil {
+						skipped = append(skipped, "probe results: "+err.Error())
+						break
+					}
+					if rec != nil {
+						probes[d.Name] = rec
+					}
+				}
 				return writeJSON(e.stdout, struct {
-					Devices  []*sysfs.Device `json:"devices"`
-					Warnings []string        `json:"warnings"`
-				}{devs, append([]string{}, skipped...)})
+					Devices []*sysfs.Device `json:"devices"`
+					// Probes are the remembered probe results, by disk.
+					Probes   map[string]*probe.Record `json:"probes,omitempty"`
+					Warnings []string                 `json:"warnings"`
+				}{devs, probes, append([]string{}, skipped...)})
 			}
 			if err := renderList(e.stdout, devs); err != nil {
 				return err

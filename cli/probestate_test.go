@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,6 +106,13 @@ func TestProbeShown(t *testing.T) {
 	}
 	if want := "\n  vda: none (probe: none 143K IOPS"; !strings.Contains(string(out), want) || !strings.Contains(string(out), "probe results ("+state) {
 		t.Errorf("list: want %q in\n%s", want, out)
+	}
+	out, _, _ = runMain(t, args("list", "--json", "--state-dir", state)...)
+	var listed struct {
+		Probes map[string]probe.Record `json:"probes"`
+	}
+	if err := json.Unmarshal(out, &listed); err != nil || len(listed.Probes) != 1 || listed.Probes["vda"].Winner != "none" || listed.Probes["vda"].Key.Class != "virtio" {
+		t.Errorf("list --json lacks vda's probe result (%v):\n%s", err, out)
 	}
 	// Without a state directory, list is as before.
 	out, _, _ = runMain(t, args("list", "--state-dir", filepath.Join(dir, "none"))...)

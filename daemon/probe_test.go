@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -116,5 +117,53 @@ func TestProbeBudget(t *testing.T) {
 	}
 	if got := r.attr(t, "loop20000", "scheduler"); got != "kyber" {
 		t.Errorf("scheduler %s, want the interim kyber", got)
+	}
+}
+
+// TestProbesOneMeasuringPerDisk: a probe of a disk waits until the one
+// before it (cancelled by a reload, still restoring) has ended; passes are
+// held off the disk all along; a cancelled wait gives up.
+func TestProbesOneMeasuringPerDisk(t *testing.T) {
+	var p probes
+	p.init(2)
+	if !p.startMeasuring(context.Background(), "loop20000") || !p.holds("loop20000") || p.holds("loop20001") {
+		t.Fatal("the first probe does not hold its disk alone")
+	}
+	second := make(chan bool)
+	go func() { second <- p.startMeasuring(context.Background(), "loop20000") }()
+	select {
+	case <-second:
+		t.Fatal("a second probe of the disk started while the first measured")
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.reset(1) // a reload: the disk stays held while its probe restores
+	if !p.holds("loop20000") {
+		t.Error("a reset let passes onto a disk still being probed")
+	}
+	p.endMeasuring("loop20000")
+	if !<-second || !p.holds("loop20000") {
+		t.Fatal("the second probe did not start once the first ended")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if p.startMeasuring(ctx, "loop20000") {
+		t.Error("a cancelled probe started")
+	}
+	p.endMeasuring("loop20000")
+	if p.holds("loop20000") {
+		t.Error("the disk is still held after its probes ended")
+	}
+}
+
+// TestProbesCancel: forgetting a disk (removed, or another under its name)
+// cancels its probe and drops its decision.
+func TestProbesCancel(t *testing.T) {
+	var p probes
+	p.init(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.disks["loop20000"] = &diskProbe{cancel: cancel}
+	p.cancel("loop20000")
+	if ctx.Err() == nil || p.state("loop20000") != nil {
+		t.Error("the probe of a forgotten disk goes on")
 	}
 }
