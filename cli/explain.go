@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,11 +10,13 @@ import (
 
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
 func newExplainCmd(e *env) *cobra.Command {
 	var asJSON bool
+	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "explain DEVICE",
 		Short: "Show a disk's facts, every rule's verdict on it, and where each final setting comes from",
@@ -21,7 +24,7 @@ func newExplainCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// One disk, shown whole: every fact, whatever the policy tests.
 			all := func(*policy.Policy) readScope { return everything() }
-			_, rs, _, err := e.assess(args, all, 1, nil)
+			pol, rs, _, err := e.assess(args, all, 1, nil)
 			if err != nil {
 				return err
 			}
@@ -29,19 +32,33 @@ func newExplainCmd(e *env) *cobra.Command {
 				return &ExitError{Code: 1, Msg: printable(rs[0].err.Error())}
 			}
 			a := rs[0].assessment
+			fs, err := e.fs()
+			if err != nil {
+				return err
+			}
+			var pr probeShown
+			pr.Decision, pr.Err = probeNote(pol, fs, e.devDir, stateDir, a.dev, a.eval)
+			if rec, err := rememberedFor(fs, stateDir, a.dev); err != nil {
+				pr.Err = errors.Join(pr.Err, err)
+			} else if rec != nil {
+				pr.Remembered = recordLine(rec)
+			}
 			if asJSON {
 				return writeJSON(e.stdout, struct {
 					Device   *sysfs.Device       `json:"device"`
 					Rules    []policy.RuleResult `json:"rules"`
 					Settings []policy.Setting    `json:"settings"`
 					Plan     plan.Device         `json:"plan"`
-				}{a.dev, a.eval.Rules, a.eval.Settings, a.plan})
+					Probe    *probeShown         `json:"probe,omitempty"`
+				}{a.dev, a.eval.Rules, a.eval.Settings, a.plan, pr.orNil()})
 			}
 			renderExplain(e.stdout, a)
+			pr.render(e.stdout)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
 	return cmd
 }
 

@@ -12,11 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
 func newListCmd(e *env) *cobra.Command {
 	var asJSON bool
+	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "list [DEVICE...]",
 		Short: "Show every whole disk: class, driver, queues, scheduler, NOWAIT, size",
@@ -27,13 +29,33 @@ func newListCmd(e *env) *cobra.Command {
 				return err
 			}
 			if asJSON {
+				fs, err := e.fs()
+				if err != nil {
+					return err
+				}
+				probes := map[string]*probe.Record{}
+				for _, d := range devs {
+					rec, err := rememberedFor(fs, stateDir, d)
+					if err != nil {
+						skipped = append(skipped, "probe results: "+err.Error())
+						break
+					}
+					if rec != nil {
+						probes[d.Name] = rec
+					}
+				}
 				return writeJSON(e.stdout, struct {
-					Devices  []*sysfs.Device `json:"devices"`
-					Warnings []string        `json:"warnings"`
-				}{devs, append([]string{}, skipped...)})
+					Devices []*sysfs.Device `json:"devices"`
+					// Probes are the remembered probe results, by disk.
+					Probes   map[string]*probe.Record `json:"probes,omitempty"`
+					Warnings []string                 `json:"warnings"`
+				}{devs, probes, append([]string{}, skipped...)})
 			}
 			if err := renderList(e.stdout, devs); err != nil {
 				return err
+			}
+			if fs, err := e.fs(); err == nil {
+				renderRemembered(e.stdout, fs, stateDir, devs)
 			}
 			for _, msg := range skipped {
 				fmt.Fprintf(e.stdout, "warning: %s\n", printable(msg))
@@ -42,6 +64,7 @@ func newListCmd(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results: each disk's is listed")
 	return cmd
 }
 

@@ -7,10 +7,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/plan"
+	"github.com/iosched/iosched/probe"
 )
 
 func newPlanCmd(e *env) *cobra.Command {
 	var asJSON, detailed bool
+	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "plan [DEVICE...]",
 		Short: "Show what apply would change on each disk, and why (writes nothing)",
@@ -25,10 +27,15 @@ Exit status: 0, or 1 when a setting could not be planned because the disk
 could not be read. With --detailed-exitcode: 0 when nothing would change, 2
 when something would, 1 on error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, rs, warnings, err := e.assess(args, neededBy, readLimit(), nil)
+			pol, rs, warnings, err := e.assess(args, neededBy, readLimit(), nil)
 			if err != nil {
 				return err
 			}
+			fs, err := e.fs()
+			if err != nil {
+				return err
+			}
+			notes := map[string]string{} // a probe pending or decided, by disk
 			plans := make([]plan.Device, 0, len(rs))
 			changes, errs, gone := 0, 0, 0
 			var skipped []string
@@ -36,6 +43,13 @@ when something would, 1 on error.`,
 				switch {
 				case r.err == nil:
 					plans = append(plans, r.plan)
+					note, err := probeNote(pol, fs, e.devDir, stateDir, r.dev, r.eval)
+					if err != nil {
+						warnings = append(warnings, fmt.Sprintf("%s: probe results: %v", r.name, err))
+					}
+					if note != "" {
+						notes[r.name] = note
+					}
 					changes += len(r.plan.Changes)
 					errs += len(r.plan.Errors)
 				case len(args) > 0:
@@ -50,11 +64,12 @@ when something would, 1 on error.`,
 			warnings = append(skipped, warnings...)
 			if asJSON {
 				err = writeJSON(e.stdout, struct {
-					Devices  []plan.Device `json:"devices"`
-					Warnings []string      `json:"warnings"`
-				}{plans, append([]string{}, warnings...)})
+					Devices  []plan.Device     `json:"devices"`
+					Probes   map[string]string `json:"probes,omitempty"`
+					Warnings []string          `json:"warnings"`
+				}{plans, notes, append([]string{}, warnings...)})
 			} else {
-				renderPlans(e.stdout, plans, warnings)
+				renderPlans(e.stdout, plans, notes, warnings)
 			}
 			switch {
 			case err != nil:
@@ -71,10 +86,13 @@ when something would, 1 on error.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when something would change, 0 when nothing would")
+	cmd.Flags().StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
 	return cmd
 }
 
-func renderPlans(w io.Writer, plans []plan.Device, warnings []string) {
+// renderPlans prints each disk's plan; notes (by disk) say what a probe
+// will decide.
+func renderPlans(w io.Writer, plans []plan.Device, notes map[string]string, warnings []string) {
 	changes, disks := 0, 0
 	for _, p := range plans {
 		rules := "no rule matched"
@@ -83,6 +101,9 @@ func renderPlans(w io.Writer, plans []plan.Device, warnings []string) {
 		}
 		fmt.Fprintf(w, "%s (%s): %s\n", printable(p.Name), p.Class, rules)
 		renderPlanBody(w, p)
+		if n := notes[p.Name]; n != "" {
+			fmt.Fprintf(w, "  %s\n", printable(n))
+		}
 		if len(p.Changes) > 0 {
 			disks++
 			changes += len(p.Changes)

@@ -146,6 +146,9 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 		for _, r := range d.Refused {
 			fmt.Fprintf(w, "%s: %s=%s refused since %s (%s); next try %s\n", n, r.Attribute, r.Value, r.Since.Local().Format(stamp), r.Error, r.Retry.Local().Format(stamp))
 		}
+		if p := d.Probe; p != nil {
+			fmt.Fprintf(w, "%s: %s\n", n, probeStatus(p))
+		}
 		if e := d.LastError; e != nil {
 			fmt.Fprintf(w, "%s: error at %s: %s\n", n, e.At.Local().Format(stamp), e.Message)
 		}

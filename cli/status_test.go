@@ -143,3 +143,30 @@ func TestStatusShowsFaults(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusShowsProbes(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
+	st := &statefile.State{
+		PID: os.Getpid(), ProcStart: statefile.StartTime(os.Getpid()), Exe: statefile.Exe(os.Getpid()), Started: at,
+		Disks: map[string]*statefile.DiskState{
+			"loop20000": {Class: "loop", Rules: []string{"probed"}, Probe: &statefile.ProbeState{Rule: "probed", Status: "decided", Winner: "none",
+				Provenance: "probe: none 143K IOPS vs mq-deadline 111K (+29%), depth-1 p99 +2%", From: "seeded from /etc/iosched/probes.d/fleet.json", Since: at}},
+			"loop20001": {Class: "loop", Rules: []string{"probed"}, Probe: &statefile.ProbeState{Rule: "probed", Status: "pending", Interim: "mq-deadline",
+				Error: "the disk is busy", Since: at}},
+		},
+	}
+	writeState(t, dir, st)
+	code, out, stderr := runStatus(t, "--runtime-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		`loop20000: scheduler none by probe (rule "probed"; probe: none 143K IOPS vs mq-deadline 111K (+29%), depth-1 p99 +2%; seeded from /etc/iosched/probes.d/fleet.json)`,
+		`loop20001: probe pending (rule "probed"); interim scheduler mq-deadline; last try: the disk is busy`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}

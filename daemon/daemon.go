@@ -82,6 +82,7 @@ type Config struct {
 	udevdGrace    time.Duration
 	evaluate      func(*policy.Policy, *sysfs.Device) policy.Evaluation
 	stateDebounce time.Duration
+	probeRetry    time.Duration // after a busy disk (default probeRetry)
 }
 
 // Daemon keeps disks on their policy. Make one with New, run it with Run.
@@ -117,6 +118,7 @@ type Daemon struct {
 	report report
 
 	follow udevFollow // udevd's processed events, in kernel mode
+	probes probes     // [rule.probe]: probe.go
 
 	changed   chan struct{} // the state file is out of date
 	scanDone  chan scanResult
@@ -197,6 +199,8 @@ func New(cfg Config) (*Daemon, error) {
 		burstOver: make(chan struct{}, 1),
 	}
 	d.passCtx, d.stopPasses = context.WithCancel(context.Background())
+	d.probes.retry = cfg.probeRetry
+	d.probes.init(policy.DefaultProbeConcurrency)
 	d.queue = newQueue(cfg.Parallel, d.pass)
 	d.queue.idle = func(peak int) {
 		if peak > keepThreads() {
@@ -245,6 +249,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		d.log.Warn("the original values file is ignored: restore_on_exit is off", "error", err)
 	}
+	d.probes.reset(pol.Daemon.ProbeConcurrency)
+	d.recoverProbes()
 	d.checkUdev()
 	// Listen before scanning, so a disk appearing during the scan is
 	// either seen by it or heard of afterwards.
@@ -479,6 +485,7 @@ func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool
 		d.log.Warn("uevent_source changes take effect when the daemon restarts", "running", d.ueventSource(old))
 	}
 	d.setPolicy(pol)
+	d.probes.reset(pol.Daemon.ProbeConcurrency)
 	d.noteReload(true, nil, requests)
 	d.log.Info("policy reloaded; re-planning every disk", "policy", pol.Sources)
 	return true
@@ -501,11 +508,15 @@ func (d *Daemon) setPolicy(p *policy.Policy) {
 func (d *Daemon) stop() error {
 	d.stopping.Store(true)
 	d.notify(sd.SdNotifyStopping)
+	deadline := time.Now().Add(d.cfg.StopTimeout) // probes and passes share it
+	if !d.probes.stop(d.cfg.StopTimeout) {
+		d.log.Warn("a probe was still restoring its disk at stop", "waited", d.cfg.StopTimeout)
+	}
 	done := d.queue.close()
 	var writing []string // disks whose pass may still write
 	select {
 	case <-done:
-	case <-time.After(d.cfg.StopTimeout):
+	case <-time.After(time.Until(deadline)):
 		d.log.Warn("passes still running at stop; abandoning their remaining writes", "waited", d.cfg.StopTimeout)
 		d.stopPasses()
 		select {

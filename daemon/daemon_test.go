@@ -68,7 +68,12 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	if got := r.attr(t, "loop20001", "scheduler"); got != "mq-deadline" {
 		t.Errorf("hot-plugged loop20001 scheduler = %s", got)
 	}
-	line := r.log.lines("msg=set", "device=loop20001", "attribute=scheduler")
+	// The log line follows the write: wait for it.
+	var line []string
+	waitFor(t, 5*time.Second, "the change to be logged", func() bool {
+		line = r.log.lines("msg=set", "device=loop20001", "attribute=scheduler")
+		return len(line) > 0
+	})
 	if len(line) != 1 || !strings.Contains(line[0], "from=none to=mq-deadline") || !strings.Contains(line[0], `rule="daemon test loops"`) {
 		t.Errorf("change log line = %q", line)
 	}

@@ -67,6 +67,9 @@ func (d *Daemon) pass(name string, j job) {
 		}
 		j.kind = full // still there: a full pass tells whether it is the same disk
 	}
+	if d.probes.holds(name) {
+		return // its probe switches the scheduler; a pass follows it
+	}
 	pol := d.policy.Load()
 	rec := d.record(name)
 	dev, ev, diskDir, err := d.observe(pol, name, rec, j)
@@ -81,6 +84,7 @@ func (d *Daemon) pass(name string, j job) {
 		d.noteError(name, rec, err.Error())
 		return
 	}
+	ev = d.withProbe(pol, dev, ev)
 	p := plan.For(dev, ev)
 	if rec.refused != nil {
 		p.Changes = d.holdRefused(rec, p.Changes)
@@ -92,6 +96,9 @@ func (d *Daemon) pass(name string, j job) {
 	if !p.Empty() && !d.leaveToUdevd(dev, p, j) {
 		if d.stopping.Load() {
 			return // a stop abandons what has not started writing
+		}
+		if d.probeHolds(name) {
+			return // a probe is switching its scheduler
 		}
 		if pol.Daemon.RestoreOnExit {
 			err := d.orig.remember(dev, p.Changes)
@@ -376,6 +383,7 @@ func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
 	rec.state = statefile.DiskState{}
 	d.mu.Unlock()
 	rec.snap, rec.props, rec.refused = nil, props, nil
+	d.probes.cancel(name)
 	if d.orig != nil {
 		d.orig.forget(name)
 	}
@@ -388,6 +396,7 @@ func (d *Daemon) forget(name string) {
 	_, known := d.disks[name]
 	delete(d.disks, name)
 	d.mu.Unlock()
+	d.probes.cancel(name)
 	if d.orig != nil {
 		d.orig.forget(name)
 	}

@@ -21,6 +21,9 @@ import (
 type Refusal struct {
 	Device string
 	Reason string
+	// Busy: others were using or probing the disk; a later try may be
+	// allowed.
+	Busy bool
 }
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s: probe refused: %s", r.Device, r.Reason) }
@@ -55,7 +58,9 @@ func takeLock(stateDir, name string) (*lock, error) {
 			if who != "" {
 				who = " (pid " + who + ")"
 			}
-			return nil, refuse(name, "another probe of %s is running%s: its lock %s is held", name, who, p)
+			err := refuse(name, "another probe of %s is running%s: its lock %s is held", name, who, p)
+			err.(*Refusal).Busy = true
+			return nil, err
 		}
 		return nil, fmt.Errorf("probe lock %s: %w", p, err)
 	}
@@ -77,7 +82,9 @@ func (l *lock) release() {
 func lockFree(stateDir, name string) bool {
 	f, err := os.Open(lockPath(stateDir, name))
 	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
+		// No lock where none can be (a state directory that is a file,
+		// or missing): nobody probes through it.
+		return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
 	}
 	defer f.Close()
 	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
@@ -344,7 +351,9 @@ func checkIdle(fs sysfs.FS, name string, sample time.Duration) error {
 	ios := (b.Reads - a.Reads) + (b.Writes - a.Writes)
 	rate := float64(ios) / sample.Seconds()
 	if rate > busyIOPS || b.InFlight > 0 && a.InFlight > 0 {
-		return refuse(name, "the disk is busy: %d I/Os by others in %s (%.0f/s, more than %d/s), %d in flight; --force probes it anyway", ios, sample, rate, busyIOPS, b.InFlight)
+		err := refuse(name, "the disk is busy: %d I/Os by others in %s (%.0f/s, more than %d/s), %d in flight; --force probes it anyway", ios, sample, rate, busyIOPS, b.InFlight)
+		err.(*Refusal).Busy = true
+		return err
 	}
 	return nil
 }

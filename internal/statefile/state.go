@@ -111,6 +111,27 @@ type DiskState struct {
 	// Refused are writes the kernel refused, not retried before Retry.
 	Refused   []Refusal `json:"refused,omitempty"`
 	LastError *Problem  `json:"last_error,omitempty"`
+	// Probe is the disk's [rule.probe] decision, or the probe it waits
+	// for; nil when no rule probes it.
+	Probe *ProbeState `json:"probe,omitempty"`
+}
+
+// ProbeState is where a disk's probe stands.
+type ProbeState struct {
+	Rule string `json:"rule"`
+	// Status is "pending" (queued, or waiting for an idle disk),
+	// "running", "decided", "refused", "failed", "cancelled" or "budget"
+	// (probe_budget spent: the interim settings stay).
+	Status string `json:"status"`
+	// Interim is the scheduler the rule sets until a decision (none: the
+	// disk's own stays).
+	Interim    string `json:"interim,omitempty"`
+	Winner     string `json:"winner,omitempty"`
+	Provenance string `json:"provenance,omitempty"`
+	// From is "probed <time>", "remembered <time>" or "seeded from FILE".
+	From  string    `json:"from,omitempty"`
+	Error string    `json:"error,omitempty"`
+	Since time.Time `json:"since"`
 }
 
 // Applied is one setting the policy makes on a disk.
