@@ -16,14 +16,16 @@
 #   4. a rescan (SIGUSR1) of the 1000 disks all in policy: time and writes;
 #   5. the daemon's VmRSS/VmHWM with 1000 disks managed, and its CPU while
 #      nothing happens.
-# See README.md. Only loop numbers 40000-41999 are created, written and
-# removed; every policy and rule matches only those.
+# See README.md. Only loop numbers 40000-41999 (BASE to BASE+1999) are
+# created, written and removed; every policy and rule matches only those.
 #
 # Environment: RESULTS (directory for the summary JSON, default
 # contrib/bench/results), IDLE_WINDOW (quiet seconds wanted, default 10),
 # ALLOW_UDEVD=1 (measure although a systemd-udevd already runs),
 # BUILD_FROM=worktree (build iosched from the working tree, not HEAD),
-# SKIP_UDEVD=1, KEEP=1 (keep the work directory).
+# SKIP_UDEVD=1, KEEP=1 (keep the work directory), BASE (the first loop
+# number, default 40000; a multiple of 2000 whose range is free, for a
+# machine where a loop of the default range is stuck in the kernel).
 set -euo pipefail
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -51,8 +53,16 @@ RESULTS=${RESULTS:-$HERE/results}
 IDLE_WINDOW=${IDLE_WINDOW:-10}
 SKIP_UDEVD=${SKIP_UDEVD:-0}
 N=1000
-A=40000 # raw parallel, daemon and udevd hot-plug
-B=41000 # raw write-on-create, daemon and udevd burst
+BASE=${BASE:-40000}
+if ! [[ $BASE =~ ^[1-9][0-9]{4}$ ]] || ((BASE % 2000 != 0)); then
+	echo "run.sh: BASE=$BASE: want a multiple of 2000 from 10000 to 98000" >&2
+	exit 2
+fi
+export IOSCHED_BENCH_BASE=$BASE # loopbench's range
+A=$BASE # raw parallel, daemon and udevd hot-plug
+B=$((BASE + N)) # raw write-on-create, daemon and udevd burst
+# LOOPS is a glob (policy, udev rule, tuned) for exactly loops A to B+N-1.
+LOOPS="loop${BASE:0:1}[${BASE:1:1}$((${BASE:1:1} + 1))][0-9][0-9][0-9]"
 SCHED=mq-deadline
 UDEVD=/lib/systemd/systemd-udevd
 
@@ -211,12 +221,12 @@ metric host "$(hostname)"
 metric commit "$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 
 cat >"$TMP/policy.toml" <<EOF
-# The benchmark's policy: loop devices 40000-41999 only.
+# The benchmark's policy: loop devices $A-$((B + N - 1)) only.
 [[rule]]
 name = "bench loops: $SCHED"
 [rule.match]
 class = "loop"
-name = "loop4[01][0-9][0-9][0-9]"
+name = "$LOOPS"
 [rule.set]
 scheduler = "$SCHED"
 EOF
@@ -226,7 +236,7 @@ if ! out=$("$IOSCHED" check --policy "$TMP/policy.toml" 2>&1); then
 fi
 mkdir -p "$TMP/rules" "$TMP/run" "$TMP/state"
 cat >"$TMP/rules/99-iosched-bench.rules" <<EOF
-ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="loop4[01][0-9][0-9][0-9]", ATTR{queue/scheduler}="$SCHED"
+ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="$LOOPS", ATTR{queue/scheduler}="$SCHED"
 EOF
 
 if [[ $MODE == compare ]]; then
