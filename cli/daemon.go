@@ -83,12 +83,16 @@ its values stay remembered for the next stop.`,
 				Parallel:     parallel,
 				RulesRoot:    e.root,
 				Logger:       daemon.NewLogger(e.stderr, level),
+				Version:      version(),
 			})
 			if err != nil {
 				return &ExitError{Code: 2, Msg: err.Error()}
 			}
 			daemon.SetProcs()
 			err = d.Run(cmd.Context())
+			if errors.Is(err, daemon.ErrUdevUnreachable) {
+				return &ExitError{Code: 2, Msg: err.Error()}
+			}
 			var pe *daemon.PolicyError
 			if errors.As(err, &pe) {
 				// What iosched check says: FILE:LINE:COL: rule N "x": key: message.
