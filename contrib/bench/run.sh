@@ -25,7 +25,8 @@
 # BUILD_FROM=worktree (build iosched from the working tree, not HEAD),
 # SKIP_UDEVD=1, KEEP=1 (keep the work directory), BASE (the first loop
 # number, default 40000; a multiple of 2000 whose range is free, for a
-# machine where a loop of the default range is stuck in the kernel).
+# machine where a loop of the default range is stuck in the kernel),
+# METRICS=1 (the daemon writes a metrics file, [daemon] metrics_file).
 set -euo pipefail
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -230,6 +231,10 @@ name = "$LOOPS"
 [rule.set]
 scheduler = "$SCHED"
 EOF
+if [[ ${METRICS:-0} == 1 ]]; then
+	printf '[daemon]\nmetrics_file = "%s"\n' "$TMP/iosched.prom" >>"$TMP/policy.toml"
+	metric metrics_file "$TMP/iosched.prom"
+fi
 if ! out=$("$IOSCHED" check --policy "$TMP/policy.toml" 2>&1); then
 	echo "$out" >&2
 	exit 1
