@@ -66,5 +66,5 @@ func nsInode(path string) (uint64, error) {
 func refuseUdevMode(why string) error {
 	return fmt.Errorf("%w (%s): udevd's events do not reach this process. "+
 		"Run it in the host's network namespace (the unit's drop-in /usr/share/iosched/udev-mode.conf does so), "+
-		`or set [daemon] uevent_source = "kernel": the kernel's uevents reach every network namespace`, ErrUdevUnreachable, why)
+		`or set [daemon] uevent_source = "kernel": the kernel's uevents reach a private network namespace too`, ErrUdevUnreachable, why)
 }
