@@ -27,7 +27,10 @@ func newStatusCmd(e *env) *cobra.Command {
 reload's result, the last scan, change and error, a failure to save the
 original values restore_on_exit needs, the disks whose original values are
 unknown (their record was unreadable), warnings (uevent_source = "udev" with no
-udevd running), and every disk a rule matched with the settings made on it and
+udevd running), whether the daemon follows its policy files, the time from a
+disk's uevent to its settings applied over the last burst (disks applied less
+than a second apart: p50, p99, max), the metrics file and its last write's
+failure, and every disk a rule matched with the settings made on it and
 the writes the kernel refused (retried after a minute, then less and less
 often, up to hourly). Exit 0 when a daemon runs, 3 when none does (as systemctl
 status): a state file whose pid is gone, or is not the daemon that wrote it
