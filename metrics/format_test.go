@@ -43,3 +43,20 @@ func TestExpositionEscapesAndHistogram(t *testing.T) {
 		t.Errorf("formatFloat: %q %q %q", formatFloat(math.Inf(1)), formatFloat(0.25), formatFloat(1e-9))
 	}
 }
+
+// What a pass records costs no allocation: a burst of a thousand disks
+// records thousands of times at once.
+func TestRecordingDoesNotAllocate(t *testing.T) {
+	r := New(Options{})
+	r.Changed("scheduler", "rule", true) // the counters exist from the first
+	r.ApplyFailed("nr_requests")
+	received := time.Now()
+	if n := testing.AllocsPerRun(1000, func() {
+		r.Uevent("add", "kernel")
+		r.Changed("scheduler", "rule", true)
+		r.ApplyFailed("nr_requests")
+		r.Applied(received)
+	}); n != 0 {
+		t.Errorf("%v allocations a pass's recording", n)
+	}
+}
