@@ -66,10 +66,10 @@ DAEMON_PID=
 # ------------------------------------------------ what one iosched apply costs
 log "iosched apply: one process per disk, 20 already in place, 20 switching"
 bg "$LB" create -first $A -count 21
-bg "$LB" execcost -n 20 -- "$IOSCHED" apply --policy "$TMP/policy.toml" "loop$A" >/dev/null # puts it in place
-bg "$LB" execcost -n 20 -- "$IOSCHED" apply --policy "$TMP/policy.toml" "loop$A" >"$TMP/c_apply_noop.json"
+bg "$LB" execcost -n 20 -- "$IOSCHED" apply --policy "$POLICY" "loop$A" >/dev/null # puts it in place
+bg "$LB" execcost -n 20 -- "$IOSCHED" apply --policy "$POLICY" "loop$A" >"$TMP/c_apply_noop.json"
 for i in $(seq 1 20); do
-	"$LB" execcost -n 1 -- "$IOSCHED" apply --policy "$TMP/policy.toml" "loop$((A + i))" >"$TMP/c_apply_switch_$i.json"
+	"$LB" execcost -n 1 -- "$IOSCHED" apply --policy "$POLICY" "loop$((A + i))" >"$TMP/c_apply_switch_$i.json"
 done
 cmetric "extra apply_noop_wall_s $("$LB" jget "$TMP/c_apply_noop.json" wall_s)"
 cmetric "extra apply_noop_cpu_s $("$LB" jget "$TMP/c_apply_noop.json" cpu_s)"
@@ -82,7 +82,7 @@ remove_n 21
 mkdir -p "$TMP/rules-run"
 # contrib/udev's rule as shipped, pointed at the benchmark's binary and
 # policy, and narrowed to the benchmark's loops.
-sed -e "s|RUN+=\"/usr/bin/iosched apply|KERNEL==\"$LOOPS\", RUN+=\"$IOSCHED --policy $TMP/policy.toml apply|" \
+sed -e "s|RUN+=\"/usr/bin/iosched apply|KERNEL==\"$LOOPS\", RUN+=\"$IOSCHED --policy $POLICY apply|" \
 	"$REPO/contrib/udev/60-iosched.rules" >"$TMP/rules-run/60-iosched.rules"
 grep -qF "KERNEL==\"$LOOPS\"" "$TMP/rules-run/60-iosched.rules" || { log "contrib/udev/60-iosched.rules: no RUN+=\"/usr/bin/iosched apply\" to adapt"; exit 1; }
 for kind in attr run; do

@@ -143,7 +143,7 @@ start_daemon() {
 	"$LB" waitready -socket "$TMP/notify.sock" -timeout 120s >"$TMP/ready.txt" &
 	WAIT_PID=$!
 	for ((i = 0; i < 200; i++)); do [[ -S $TMP/notify.sock ]] && break; sleep 0.01; done
-	NOTIFY_SOCKET=$TMP/notify.sock "$IOSCHED" daemon --policy "$TMP/policy.toml" \
+	NOTIFY_SOCKET=$TMP/notify.sock "$IOSCHED" daemon --policy "$POLICY" \
 		--runtime-dir "$TMP/run" --state-dir "$TMP/state" 2>"$TMP/daemon.log" &
 	DAEMON_PID=$!
 	wait "$WAIT_PID"
@@ -221,7 +221,12 @@ metric cpus "$(nproc)"
 metric host "$(hostname)"
 metric commit "$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 
-cat >"$TMP/policy.toml" <<EOF
+# The policy has a directory of its own, as /etc/iosched is: the daemon
+# follows its policy's directory, and the work directory changes all the
+# time (the daemon's own log is in it).
+POLICY=$TMP/etc/policy.toml
+mkdir -p "$TMP/etc"
+cat >"$POLICY" <<EOF
 # The benchmark's policy: loop devices $A-$((B + N - 1)) only.
 [[rule]]
 name = "bench loops: $SCHED"
@@ -232,10 +237,10 @@ name = "$LOOPS"
 scheduler = "$SCHED"
 EOF
 if [[ ${METRICS:-0} == 1 ]]; then
-	printf '[daemon]\nmetrics_file = "%s"\n' "$TMP/iosched.prom" >>"$TMP/policy.toml"
+	printf '[daemon]\nmetrics_file = "%s"\n' "$TMP/iosched.prom" >>"$POLICY"
 	metric metrics_file "$TMP/iosched.prom"
 fi
-if ! out=$("$IOSCHED" check --policy "$TMP/policy.toml" 2>&1); then
+if ! out=$("$IOSCHED" check --policy "$POLICY" 2>&1); then
 	echo "$out" >&2
 	exit 1
 fi
@@ -306,7 +311,7 @@ log "iosched apply: no-op over the $N (a proxy: a new process reading each disk 
 names=$(seq -f "loop%g" $B $((B + N - 1)))
 t0=$(now)
 # shellcheck disable=SC2086
-"$IOSCHED" apply --policy "$TMP/policy.toml" $names >"$TMP/apply.txt" 2>&1
+"$IOSCHED" apply --policy "$POLICY" $names >"$TMP/apply.txt" 2>&1
 metric apply_noop_s "$(since "$t0")"
 metric apply_summary "$(tail -1 "$TMP/apply.txt" | tr ' ' '_')"
 
