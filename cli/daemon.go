@@ -31,6 +31,23 @@ settings the policy makes and repairs drift: a few small reads a disk and no
 write when nothing drifted, so 1000 disks cost milliseconds a minute.
 SIGUSR1 starts a reconcile at once.
 
+It follows its policy files (inotify): an edit, a new file in policy.d/, and
+a Kubernetes ConfigMap update (kubelet's swap of the ..data symlink) reload
+the policy as SIGHUP does, once the files have been quiet for 250 ms; an
+invalid policy leaves the old one in force and the log, iosched status and
+the metrics say why. With [daemon] metrics_file set, it writes its counts
+there in the Prometheus text format for node_exporter's textfile collector
+(at most once a second, only when something changed; a reload may move or
+stop it): disks managed, changes, apply errors, drift repairs, uevents,
+rescans, lost uevents, reloads, policy load errors, and the time from a
+disk's uevent to its settings applied.
+
+With --uevent-source udev it refuses to start (exit 2) in a network namespace
+of its own (systemd's PrivateNetwork=yes, unshare -n), where udevd's events
+cannot reach it: run it in the host's namespace (the unit's drop-in
+/usr/share/iosched/udev-mode.conf does so) or use uevent_source = "kernel",
+whose events do reach it there.
+
 A "remove" uevent makes it forget a disk only when sysfs shows the disk gone;
 one still there is read again. A write the kernel refuses (EINVAL) is retried
 after a minute, then twice as long each time up to an hour, logged again only
@@ -83,12 +100,16 @@ its values stay remembered for the next stop.`,
 				Parallel:     parallel,
 				RulesRoot:    e.root,
 				Logger:       daemon.NewLogger(e.stderr, level),
+				Version:      version(),
 			})
 			if err != nil {
 				return &ExitError{Code: 2, Msg: err.Error()}
 			}
 			daemon.SetProcs()
 			err = d.Run(cmd.Context())
+			if errors.Is(err, daemon.ErrUdevUnreachable) {
+				return &ExitError{Code: 2, Msg: err.Error()}
+			}
 			var pe *daemon.PolicyError
 			if errors.As(err, &pe) {
 				// What iosched check says: FILE:LINE:COL: rule N "x": key: message.

@@ -27,7 +27,10 @@ func newStatusCmd(e *env) *cobra.Command {
 reload's result, the last scan, change and error, a failure to save the
 original values restore_on_exit needs, the disks whose original values are
 unknown (their record was unreadable), warnings (uevent_source = "udev" with no
-udevd running), and every disk a rule matched with the settings made on it and
+udevd running), whether the daemon follows its policy files, the time from a
+disk's uevent to its settings applied over the last burst (disks applied less
+than a second apart: p50, p99, max), the metrics file and its last write's
+failure, and every disk a rule matched with the settings made on it and
 the writes the kernel refused (retried after a minute, then less and less
 often, up to hourly). Exit 0 when a daemon runs, 3 when none does (as systemctl
 status): a state file whose pid is gone, or is not the daemon that wrote it
@@ -65,8 +68,8 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 	yesNo := map[bool]string{true: "yes", false: "no"}
 	fmt.Fprintf(w, "iosched daemon: running (pid %d) since %s, %s ago\n", st.PID, st.Started.Local().Format(stamp), now.Sub(st.Started).Round(time.Second))
 	p := st.Policy
-	fmt.Fprintf(w, "policy: %s (uevents: %s, reconcile: %s, restore on exit: %s)\n",
-		strings.Join(p.Sources, ", "), p.UeventSource, p.ReconcileInterval, yesNo[p.RestoreOnExit])
+	fmt.Fprintf(w, "policy: %s (uevents: %s, reconcile: %s, restore on exit: %s, follows its files: %s)\n",
+		strings.Join(p.Sources, ", "), p.UeventSource, p.ReconcileInterval, yesNo[p.RestoreOnExit], yesNo[st.PolicyFollowed])
 	if r := st.LastReload; r != nil {
 		if r.OK {
 			fmt.Fprintf(w, "last reload: %s, ok\n", r.At.Local().Format(stamp))
@@ -80,6 +83,21 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 	if s := st.LastScan; s != nil {
 		fmt.Fprintf(w, "last scan: %s (%s): %d disks, %d writes, %s\n", s.At.Local().Format(stamp), s.Reason, s.Disks, s.Writes,
 			time.Duration(s.Seconds*float64(time.Second)).Round(time.Microsecond))
+	}
+	if b := st.LastBurst; b != nil {
+		more := ""
+		if b.Truncated {
+			more = ", the latest only"
+		}
+		fmt.Fprintf(w, "last burst: %s, %d disks%s: uevent to applied p50 %s, p99 %s, max %s\n", b.End.Local().Format(stamp), b.Disks, more,
+			seconds(b.P50), seconds(b.P99), seconds(b.Max))
+	}
+	if m := st.Metrics; m != nil {
+		if m.Error != "" {
+			fmt.Fprintf(w, "metrics: %s: FAILING: %s\n", m.File, m.Error)
+		} else {
+			fmt.Fprintf(w, "metrics: %s\n", m.File)
+		}
 	}
 	if c := st.LastChange; c != nil {
 		kind := ""
@@ -154,6 +172,18 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 		}
 	}
 	return nil
+}
+
+// seconds shows a latency to a precision that suits it.
+func seconds(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
 }
 
 func dash(s string) string {

@@ -58,9 +58,12 @@ func TestStatusShowsTheDaemon(t *testing.T) {
 		Policy:    statefile.PolicyState{Sources: []string{"/etc/iosched/policy.toml"}, UeventSource: "kernel", ReconcileInterval: "1m0s"},
 		LastReload: &statefile.Reload{At: at.Add(30 * time.Second), OK: false,
 			Errors: []string{`/etc/iosched/policy.toml:3:1: rule 1 "x": set.readahead_kb: unknown key; did you mean "read_ahead_kb"?`}},
-		LastScan:   &statefile.Scan{At: at.Add(30 * time.Second), Reason: "reconcile", Disks: 3, Writes: 0, Seconds: 0.0042},
-		LastChange: &statefile.Change{At: at.Add(10 * time.Second), Device: "loop20000", Attribute: "scheduler", From: "none", To: "mq-deadline", Rule: "loops", Drift: true},
-		Managed:    2,
+		LastScan:       &statefile.Scan{At: at.Add(30 * time.Second), Reason: "reconcile", Disks: 3, Writes: 0, Seconds: 0.0042},
+		LastChange:     &statefile.Change{At: at.Add(10 * time.Second), Device: "loop20000", Attribute: "scheduler", From: "none", To: "mq-deadline", Rule: "loops", Drift: true},
+		LastBurst:      &statefile.Burst{Disks: 1000, P50: 0.0812, P99: 0.1931, Max: 0.2104, Start: at.Add(40 * time.Second), End: at.Add(41 * time.Second)},
+		Metrics:        &statefile.Metrics{File: "/var/lib/prometheus/node-exporter/iosched.prom", Error: "writing metrics: permission denied"},
+		PolicyFollowed: true,
+		Managed:        2,
 		Disks: map[string]*statefile.DiskState{
 			"loop20000": {Class: "loop", Rules: []string{"loops"}, Settings: []statefile.Applied{
 				{Attribute: "scheduler", Value: "mq-deadline", Rule: "loops"}, {Attribute: "nr_requests", Value: "64", Rule: "loops"}}},
@@ -78,7 +81,9 @@ func TestStatusShowsTheDaemon(t *testing.T) {
 	}
 	for _, want := range []string{
 		fmt.Sprintf("iosched daemon: running (pid %d) since 2025-03-01 12:00:00", os.Getpid()),
-		"policy: /etc/iosched/policy.toml (uevents: kernel, reconcile: 1m0s, restore on exit: no)",
+		"policy: /etc/iosched/policy.toml (uevents: kernel, reconcile: 1m0s, restore on exit: no, follows its files: yes)",
+		"last burst: 2025-03-01 12:00:41, 1000 disks: uevent to applied p50 81.2ms, p99 193.1ms, max 210.4ms",
+		"metrics: /var/lib/prometheus/node-exporter/iosched.prom: FAILING: writing metrics: permission denied",
 		"last reload: 2025-03-01 12:00:30, FAILED: the previous policy is still in force",
 		`  /etc/iosched/policy.toml:3:1: rule 1 "x": set.readahead_kb: unknown key`,
 		"last scan: 2025-03-01 12:00:30 (reconcile): 3 disks, 0 writes, 4.2ms",
@@ -106,7 +111,8 @@ func TestStatusShowsTheDaemon(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
 		t.Fatalf("--json: exit %d, %v:\n%s", code, err, out)
 	}
-	if got.PID != st.PID || got.Disks["loop20001"].Settings[0].Want != "bfq" || got.LastReload.OK {
+	if got.PID != st.PID || got.Disks["loop20001"].Settings[0].Want != "bfq" || got.LastReload.OK ||
+		got.LastBurst == nil || got.LastBurst.P99 != 0.1931 || got.LastBurst.Disks != 1000 || !got.PolicyFollowed {
 		t.Errorf("--json lost data:\n%s", out)
 	}
 }

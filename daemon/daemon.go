@@ -17,6 +17,7 @@ import (
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/devnode"
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -75,6 +76,11 @@ type Config struct {
 	// Signals delivers SIGHUP, SIGTERM, SIGINT, SIGUSR1; nil means the
 	// process's own.
 	Signals <-chan os.Signal
+	// NoPolicyFollow: reload only on SIGHUP, not when the policy's files
+	// change.
+	NoPolicyFollow bool
+	// Version is the release, for the metrics' iosched_build_info.
+	Version string
 
 	// Seams for tests.
 	dial          dialer
@@ -83,6 +89,12 @@ type Config struct {
 	evaluate      func(*policy.Policy, *sysfs.Device) policy.Evaluation
 	stateDebounce time.Duration
 	probeRetry    time.Duration // after a busy disk (default probeRetry)
+	// policyDebounce: the quiet time before a changed policy is reloaded
+	// (policywatch's default when 0).
+	policyDebounce time.Duration
+	// privateNetNS tells whether the process runs in a network
+	// namespace of its own (netns.go); nil with a test's dialer.
+	privateNetNS func() (bool, string)
 }
 
 // Daemon keeps disks on their policy. Make one with New, run it with Run.
@@ -119,6 +131,14 @@ type Daemon struct {
 
 	follow udevFollow // udevd's processed events, in kernel mode
 	probes probes     // [rule.probe]: probe.go
+
+	rec *metrics.Recorder // counts for the metrics file and status
+	// opsCtx ends the metrics writer and the policy follower when Run
+	// returns (stopOps), before it waits for its tasks.
+	opsCtx         context.Context
+	stopOps        context.CancelFunc
+	metricsWriting bool            // the writer task runs; the loop's
+	policyChanged  <-chan struct{} // the policy's files changed; nil: not followed
 
 	changed   chan struct{} // the state file is out of date
 	scanDone  chan scanResult
@@ -176,6 +196,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.dial == nil {
 		cfg.dial = dialNetlink
+		cfg.privateNetNS = privateNetNS
 		if cfg.followDial == nil {
 			cfg.followDial = dialNetlink
 		}
@@ -197,7 +218,9 @@ func New(cfg Config) (*Daemon, error) {
 		loaded:    make(chan loadResult, 1),
 		quit:      make(chan struct{}),
 		burstOver: make(chan struct{}, 1),
+		rec:       metrics.New(metrics.Options{Version: cfg.Version}),
 	}
+	d.opsCtx, d.stopOps = context.WithCancel(context.Background())
 	d.passCtx, d.stopPasses = context.WithCancel(context.Background())
 	d.probes.retry = cfg.probeRetry
 	d.probes.init(policy.DefaultProbeConcurrency)
@@ -235,6 +258,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer unlock()
 	defer d.waitTasks()
 	defer close(d.quit)
+	defer d.stopOps() // before waitTasks: the metrics file's last write
 	d.started = time.Now()
 	d.exe = statefile.Exe(os.Getpid())
 
@@ -243,6 +267,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err // nil: stopped while loading
 	}
 	d.setPolicy(pol)
+	d.udev = d.ueventSource(pol) == "udev"
+	if d.udev && d.cfg.privateNetNS != nil {
+		if private, why := d.cfg.privateNetNS(); private {
+			return refuseUdevMode(why)
+		}
+	}
+	d.useMetrics(pol)
+	d.followPolicy()
 	if d.orig, err = loadOriginals(d.cfg.StateDir, d.fs, d.log); err != nil {
 		if pol.Daemon.RestoreOnExit {
 			return err
@@ -254,7 +286,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.checkUdev()
 	// Listen before scanning, so a disk appearing during the scan is
 	// either seen by it or heard of afterwards.
-	d.udev = d.ueventSource(pol) == "udev"
 	c, err := d.cfg.dial(d.udev)
 	if err != nil {
 		return err
@@ -286,6 +317,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for {
 		select {
 		case ev := <-events:
+			d.countUevent(ev)
 			switch {
 			case ev.lost:
 				l.scan(full, "lost uevents")
@@ -295,6 +327,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.queue.kick(ev.name, full, &ev, nil)
 			}
 		case ev := <-d.follow.events:
+			d.countFollowed(ev)
 			d.recheck(l, ev)
 		case <-l.reconcile:
 			d.checkUdev()
@@ -322,6 +355,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			if d.queue.running() <= keepThreads() {
 				d.goTask(releaseThreads)
 			}
+		case <-d.policyChanged:
+			l.reload()
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:
@@ -478,6 +513,7 @@ func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool
 			d.log.Error("policy reload failed; the previous policy stays in force", "error", line)
 		}
 		d.noteReload(false, lines, requests)
+		d.rec.Reloaded(err)
 		return false
 	}
 	old := d.policy.Load()
@@ -486,7 +522,9 @@ func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool
 	}
 	d.setPolicy(pol)
 	d.probes.reset(pol.Daemon.ProbeConcurrency)
+	d.useMetrics(pol)
 	d.noteReload(true, nil, requests)
+	d.rec.Reloaded(nil)
 	d.log.Info("policy reloaded; re-planning every disk", "policy", pol.Sources)
 	return true
 }

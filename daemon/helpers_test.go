@@ -111,6 +111,9 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 		StateDir:   r.stateDir,
 		Logger:     slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Signals:    r.signals,
+		// The tests that reload send SIGHUP after each edit; the ones
+		// about following the files turn it on.
+		NoPolicyFollow: true,
 	}
 	for _, m := range modify {
 		m(&cfg)

@@ -123,6 +123,9 @@ func (d *Daemon) pass(name string, j job) {
 	}
 	d.noteDisk(name, rec, dev, ev, p, res)
 	rec.snap = trim(dev, ev)
+	if !j.received.IsZero() {
+		d.rec.Applied(j.received)
+	}
 }
 
 // observe reads what the pass needs. A settingsOnly pass re-reads only the
@@ -277,7 +280,9 @@ func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result, aft
 				d.log.Info("set", attrs...)
 			}
 			d.noteChange(statefile.Change{At: time.Now(), Device: dev.Name, Attribute: o.Attribute, From: o.Before, To: o.To, Rule: o.Rule, Drift: drift})
+			d.rec.Changed(o.Attribute, o.Rule, drift)
 		case apply.Mismatch:
+			d.rec.ApplyFailed(o.Attribute)
 			switch {
 			case repeated[o.Attribute]:
 				d.log.Debug("the kernel kept another value again", append(attrs, "got", o.Got)...)
@@ -285,6 +290,7 @@ func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result, aft
 				d.log.Warn("the kernel kept another value", append(attrs, "got", o.Got)...)
 			}
 		case apply.Failed:
+			d.rec.ApplyFailed(o.Attribute)
 			if repeated[o.Attribute] {
 				d.log.Debug("write refused again", append(attrs, "error", o.Err)...)
 			} else {
@@ -434,6 +440,7 @@ type scanResult struct {
 // pass whatever kind is asked.
 func (d *Daemon) scan(kind passKind, reason string) scanResult {
 	start := time.Now()
+	d.rec.Rescan(rescanReason(reason))
 	writes := d.writes.Load()
 	names, err := d.fs.Disks()
 	if err != nil {

@@ -260,6 +260,10 @@ func (d *Daemon) snapshot() *statefile.State {
 	if p := d.report.policy; p != nil {
 		st.Policy = statefile.PolicyState{Sources: p.Sources, UeventSource: d.ueventSource(p), ReconcileInterval: p.Daemon.ReconcileInterval.String(), RestoreOnExit: p.Daemon.RestoreOnExit}
 	}
+	st.LastBurst = d.burstState()
+	st.Metrics = d.metricsState()
+	st.PolicyFollowed = d.policyChanged != nil
+	d.rec.SetDisks(diskKinds(d.disks))
 	for name, rec := range d.disks {
 		s := rec.state
 		s.Probe = d.probes.state(name)

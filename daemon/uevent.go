@@ -49,6 +49,9 @@ type event struct {
 	lost bool
 	// udevDone: udevd's event, once it ran its rules (udevfollow.go).
 	udevDone bool
+	// at is when the listener received it, for the event-to-applied
+	// latency.
+	at time.Time
 }
 
 // parseEvent decodes one raw message and keeps it when it is an add, change
@@ -332,6 +335,7 @@ func (l *listener) run(ctx context.Context) {
 				parse = func(raw []byte) (event, bool, error) { return parseEvent(raw, l.udev) }
 			}
 			ev, ok, err := parse(msg)
+			ev.at = time.Now()
 			if err != nil {
 				l.log.Debug("unparsable uevent ignored", "error", err)
 			}

@@ -45,6 +45,9 @@ type job struct {
 	// the kernel's uevent (udevfollow.go).
 	afterUdev, kernelEvent bool
 	waiters                []*barrier
+	// received is when the oldest uevent this pass answers arrived
+	// (zero: none did), for the event-to-applied latency.
+	received time.Time
 }
 
 func (j *job) merge(kind passKind, ev *event, wg *barrier) {
@@ -65,6 +68,9 @@ func (j *job) merge(kind passKind, ev *event, wg *barrier) {
 		fallthrough
 	default:
 		j.ident = ev.ident
+	}
+	if ev != nil && !ev.udevDone && !ev.at.IsZero() && (j.received.IsZero() || ev.at.Before(j.received)) {
+		j.received = ev.at
 	}
 	j.afterUdev = j.afterUdev || ev != nil && ev.udevDone
 	j.kernelEvent = j.kernelEvent || ev != nil && !ev.udevDone

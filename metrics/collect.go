@@ -1,138 +1,207 @@
 package metrics
 
 import (
+	"bytes"
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
+	"time"
 )
 
-// descs are the metrics a collector reports from the recorder's counters.
-// Names follow Prometheus conventions: a unit in the name, _total on
-// counters, labels from small known sets (a disk label only on the probe
-// gauges, which change when a probe runs, not with every event).
-type descs struct {
-	disks       *prometheus.Desc
-	changes     *prometheus.Desc
-	applyErrors *prometheus.Desc
-	drift       *prometheus.Desc
-	uevents     *prometheus.Desc
-	rescans     *prometheus.Desc
-	overflows   *prometheus.Desc
-	loadErrs    *prometheus.Desc
-	reloadOK    *prometheus.Desc
-	reloadAt    *prometheus.Desc
-	probeIOPS   *prometheus.Desc
-	probeP99    *prometheus.Desc
-	probeChosen *prometheus.Desc
-	build       *prometheus.Desc
+// This file renders the recorder in the Prometheus text exposition format
+// (version 0.0.4, https://prometheus.io/docs/instrumenting/exposition_formats/),
+// by hand: see doc.go for why not with client_golang. Names follow
+// Prometheus conventions: a unit in the name, _total on counters, labels
+// from small known sets (a disk label only on the probe gauges, which
+// change when a probe runs, not with every event).
+
+// latencyBuckets are the histogram's upper bounds, in seconds: a pass on an
+// idle machine (about a millisecond) to a burst of a thousand disks behind
+// a slow one (seconds).
+// An array, returned by value: a pass observing allocates nothing.
+func latencyBuckets() [nBuckets]float64 {
+	return [nBuckets]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 }
 
-func newDescs() *descs {
-	return &descs{
-		disks: prometheus.NewDesc("iosched_disks_managed",
-			"Disks the daemon manages, by class and active scheduler.", []string{"class", "scheduler"}, nil),
-		changes: prometheus.NewDesc("iosched_changes_total",
-			"Attribute values written and kept, by attribute and by the rule that set them.", []string{"attribute", "rule"}, nil),
-		applyErrors: prometheus.NewDesc("iosched_apply_errors_total",
-			"Writes that failed or that the kernel did not keep, by attribute.", []string{"attribute"}, nil),
-		drift: prometheus.NewDesc("iosched_drift_repairs_total",
-			"Values found changed from what the policy had set, and set again, by attribute.", []string{"attribute"}, nil),
-		uevents: prometheus.NewDesc("iosched_uevents_total",
-			"Uevents of whole disks received, by action and source (kernel or udev).", []string{"action", "source"}, nil),
-		rescans: prometheus.NewDesc("iosched_rescans_total",
-			"Scans of every disk, by reason: start, overflow (uevents lost), reconcile, reload.", []string{"reason"}, nil),
-		overflows: prometheus.NewDesc("iosched_uevent_overflows_total",
-			"Times the uevent socket overflowed (ENOBUFS): uevents were lost and every disk was scanned again.", nil, nil),
-		loadErrs: prometheus.NewDesc("iosched_policy_load_errors_total",
-			"Policy reloads refused (the policy in force stayed).", nil, nil),
-		reloadOK: prometheus.NewDesc("iosched_last_reload_success",
-			"1 when the last policy reload put the new policy in force, 0 when it was refused.", nil, nil),
-		reloadAt: prometheus.NewDesc("iosched_last_reload_timestamp_seconds",
-			"When the last policy reload happened, in seconds since the Unix epoch.", nil, nil),
-		probeIOPS: prometheus.NewDesc("iosched_probe_iops",
-			"Read operations per second a probe measured, by disk, scheduler and queue depth (1, or deep).", []string{"disk", "scheduler", "depth"}, nil),
-		probeP99: prometheus.NewDesc("iosched_probe_read_latency_p99_seconds",
-			"99th percentile of read latency a probe measured, by disk, scheduler and queue depth, in seconds.", []string{"disk", "scheduler", "depth"}, nil),
-		probeChosen: prometheus.NewDesc("iosched_probe_chosen",
-			"1 for the scheduler a disk's probe chose, 0 for the others it measured.", []string{"disk", "scheduler"}, nil),
-		build: prometheus.NewDesc("iosched_build_info",
-			"Always 1; the labels say which iosched runs.", []string{"version", "revision", "goversion"}, nil),
-	}
+const nBuckets = 13
+
+// histogram counts observations into buckets with atomics only: a burst's
+// passes observe at once.
+type histogram struct {
+	buckets [nBuckets + 1]atomic.Uint64 // not cumulative; the last is +Inf
+	count   atomic.Uint64
+	sumNs   atomic.Int64
 }
 
-// collector reports a Recorder's counters as Prometheus metrics when the
-// registry is gathered (when the file is written), never when counting.
-type collector struct {
-	r *Recorder
-	d *descs
+func (h *histogram) observe(d time.Duration) {
+	s := d.Seconds()
+	bounds := latencyBuckets()
+	i, _ := slices.BinarySearch(bounds[:], s) // the first bound >= s
+	h.buckets[i].Add(1)
+	h.sumNs.Add(int64(d))
+	h.count.Add(1)
 }
 
-func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	d := c.d
-	for _, d := range []*prometheus.Desc{d.disks, d.changes, d.applyErrors, d.drift, d.uevents, d.rescans,
-		d.overflows, d.loadErrs, d.reloadOK, d.reloadAt, d.probeIOPS, d.probeP99, d.probeChosen, d.build} {
-		ch <- d
-	}
+// sample is one line of a family: its labels (name, value pairs) and value.
+type sample struct {
+	suffix string // _bucket, _sum, _count on a histogram's lines
+	labels []string
+	value  float64
 }
 
-func (c collector) Collect(ch chan<- prometheus.Metric) {
-	r, d := c.r, c.d
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+// family is one metric with its help, type and samples.
+type family struct {
+	name, help, kind string
+	samples          []sample
+}
+
+func (f *family) add(v float64, labels ...string) {
+	f.samples = append(f.samples, sample{labels: labels, value: v})
+}
+
+// exposition renders every metric, families sorted by name and samples by
+// label values, as a registry would.
+func (r *Recorder) exposition() []byte {
+	counter := func(name, help string) *family { return &family{name: name, help: help, kind: "counter"} }
+	gauge := func(name, help string) *family { return &family{name: name, help: help, kind: "gauge"} }
+	var (
+		disks       = gauge("iosched_disks_managed", "Disks the daemon manages, by class and active scheduler.")
+		changes     = counter("iosched_changes_total", "Attribute values written and kept, by attribute and by the rule that set them.")
+		applyErrors = counter("iosched_apply_errors_total", "Writes that failed or that the kernel did not keep, by attribute.")
+		drift       = counter("iosched_drift_repairs_total", "Values found changed from what the policy had set, and set again, by attribute.")
+		uevents     = counter("iosched_uevents_total", "Uevents of whole disks received, by action and source (kernel or udev).")
+		rescans     = counter("iosched_rescans_total", "Scans of every disk, by reason: start, overflow (uevents lost), reconcile, reload.")
+		overflows   = counter("iosched_uevent_overflows_total", "Times the uevent socket overflowed (ENOBUFS): uevents were lost and every disk was scanned again.")
+		loadErrs    = counter("iosched_policy_load_errors_total", "Policy reloads refused (the policy in force stayed).")
+		reloadOK    = gauge("iosched_last_reload_success", "1 when the last policy reload put the new policy in force, 0 when it was refused.")
+		reloadAt    = gauge("iosched_last_reload_timestamp_seconds", "When the last policy reload happened, in seconds since the Unix epoch.")
+		probeIOPS   = gauge("iosched_probe_iops", "Read operations per second a probe measured, by disk, scheduler and queue depth (1, or deep).")
+		probeP99    = gauge("iosched_probe_read_latency_p99_seconds", "99th percentile of read latency a probe measured, by disk, scheduler and queue depth, in seconds.")
+		probeChosen = gauge("iosched_probe_chosen", "1 for the scheduler a disk's probe chose, 0 for the others it measured.")
+		build       = gauge("iosched_build_info", "Always 1; the labels say which iosched runs.")
+		latency     = &family{name: "iosched_uevent_to_applied_seconds", help: "Time from a disk's uevent to its settings applied, in seconds.", kind: "histogram"}
+	)
 	// Every known label pair is reported, zeros included: a rate over a
 	// series that appears only at its first event misses that event.
 	for a, action := range actions() {
 		for s, source := range sources() {
-			counter(d.uevents, r.uevents[a][s].Load(), action, source)
+			uevents.add(float64(r.uevents[a][s].Load()), "action", action, "source", source)
 		}
 	}
 	for i, reason := range reasons() {
-		counter(d.rescans, r.rescans[i].Load(), reason)
+		rescans.add(float64(r.rescans[i].Load()), "reason", reason)
 	}
-	counter(d.overflows, r.overflows.Load())
-	counter(d.loadErrs, r.loadErrs.Load())
-	eachCount(&r.changes, func(k attrRule, v uint64) { counter(d.changes, v, k.attribute, k.rule) })
-	eachCount(&r.applyErrors, func(k string, v uint64) { counter(d.applyErrors, v, k) })
-	eachCount(&r.driftRepairs, func(k string, v uint64) { counter(d.drift, v, k) })
+	overflows.add(float64(r.overflows.Load()))
+	loadErrs.add(float64(r.loadErrs.Load()))
+	eachCount(&r.changes, func(k attrRule, v uint64) { changes.add(float64(v), "attribute", k.attribute, "rule", k.rule) })
+	eachCount(&r.applyErrors, func(k string, v uint64) { applyErrors.add(float64(v), "attribute", k) })
+	eachCount(&r.driftRepairs, func(k string, v uint64) { drift.add(float64(v), "attribute", k) })
 
 	version, revision, goVersion := buildInfo(r.opts.Version)
-	gauge(d.build, 1, version, revision, goVersion)
+	build.add(1, "version", version, "revision", revision, "goversion", goVersion)
+
+	// The count is read first: a pass observing meanwhile may show in the
+	// buckets and not the count, never the other way round.
+	count := r.latency.count.Load()
+	var cum uint64
+	for i, le := range latencyBuckets() {
+		cum += r.latency.buckets[i].Load()
+		latency.samples = append(latency.samples, sample{suffix: "_bucket", labels: []string{"le", formatFloat(le)}, value: float64(cum)})
+	}
+	cum += r.latency.buckets[nBuckets].Load()
+	latency.samples = append(latency.samples,
+		sample{suffix: "_bucket", labels: []string{"le", "+Inf"}, value: float64(max(cum, count))},
+		sample{suffix: "_sum", value: time.Duration(r.latency.sumNs.Load()).Seconds()},
+		sample{suffix: "_count", value: float64(max(cum, count))})
 
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for k, n := range r.disks {
-		gauge(d.disks, float64(n), k.Class, k.Scheduler)
+		disks.add(float64(n), "class", k.Class, "scheduler", k.Scheduler)
 	}
 	if r.reloaded {
 		ok := 0.0
 		if r.reloadOK {
 			ok = 1
 		}
-		gauge(d.reloadOK, ok)
-		gauge(d.reloadAt, float64(r.reloadAt.UnixNano())/1e9)
+		reloadOK.add(ok)
+		reloadAt.add(float64(r.reloadAt.UnixNano()) / 1e9)
 	}
 	for disk, results := range r.probes {
 		for _, p := range results {
-			gauge(d.probeIOPS, p.IOPS, disk, p.Scheduler, "deep")
-			gauge(d.probeIOPS, p.QD1IOPS, disk, p.Scheduler, "1")
-			gauge(d.probeP99, p.P99.Seconds(), disk, p.Scheduler, "deep")
-			gauge(d.probeP99, p.QD1P99.Seconds(), disk, p.Scheduler, "1")
+			probeIOPS.add(p.IOPS, "disk", disk, "scheduler", p.Scheduler, "depth", "deep")
+			probeIOPS.add(p.QD1IOPS, "disk", disk, "scheduler", p.Scheduler, "depth", "1")
+			probeP99.add(p.P99.Seconds(), "disk", disk, "scheduler", p.Scheduler, "depth", "deep")
+			probeP99.add(p.QD1P99.Seconds(), "disk", disk, "scheduler", p.Scheduler, "depth", "1")
 			chosen := 0.0
 			if p.Chosen {
 				chosen = 1
 			}
-			gauge(d.probeChosen, chosen, disk, p.Scheduler)
+			probeChosen.add(chosen, "disk", disk, "scheduler", p.Scheduler)
 		}
 	}
+	r.mu.Unlock()
+
+	fams := []*family{disks, changes, applyErrors, drift, uevents, rescans, overflows, loadErrs,
+		reloadOK, reloadAt, probeIOPS, probeP99, probeChosen, build, latency}
+	slices.SortFunc(fams, func(a, b *family) int { return cmp.Compare(a.name, b.name) })
+	var b bytes.Buffer
+	for _, f := range fams {
+		if len(f.samples) == 0 {
+			continue // as a registry leaves out a family with no sample
+		}
+		if f.kind != "histogram" { // a histogram's lines are in bucket order
+			slices.SortFunc(f.samples, func(a, b sample) int { return slices.Compare(a.labels, b.labels) })
+		}
+		b.WriteString("# HELP " + f.name + " " + escapeHelp(f.help) + "\n")
+		b.WriteString("# TYPE " + f.name + " " + f.kind + "\n")
+		for _, s := range f.samples {
+			b.WriteString(f.name + s.suffix)
+			if len(s.labels) > 0 {
+				b.WriteByte('{')
+				for i := 0; i < len(s.labels); i += 2 {
+					if i > 0 {
+						b.WriteByte(',')
+					}
+					b.WriteString(s.labels[i] + `="` + escapeLabel(s.labels[i+1]) + `"`)
+				}
+				b.WriteByte('}')
+			}
+			b.WriteString(" " + formatFloat(s.value) + "\n")
+		}
+	}
+	return b.Bytes()
+}
+
+// formatFloat writes a value as the format wants it: the shortest
+// representation, and +Inf, -Inf, NaN spelled so.
+func formatFloat(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	case math.IsNaN(v):
+		return "NaN"
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// The format escapes backslash and newline in help text, and the double
+// quote too in label values.
+func escapeHelp(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
+}
+
+func escapeLabel(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`).Replace(s)
 }
 
 // eachCount calls fn for every counter of m, in no particular order (the
-// registry sorts what it gathers).
+// samples are sorted when written).
 func eachCount[K comparable](m *sync.Map, fn func(K, uint64)) {
 	m.Range(func(k, v any) bool {
 		fn(k.(K), v.(*atomic.Uint64).Load())

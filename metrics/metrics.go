@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Label values outside a known set are counted under "other", so a label
@@ -69,7 +67,6 @@ type Options struct {
 // goroutine at once.
 type Recorder struct {
 	opts Options
-	reg  *prometheus.Registry
 	// pending: something was recorded since the last write began; the
 	// record that sets it wakes the writer, which sleeps while nothing
 	// happens (no timer ticks on an idle machine).
@@ -85,7 +82,7 @@ type Recorder struct {
 	applyErrors  sync.Map // attribute -> *atomic.Uint64
 	driftRepairs sync.Map // attribute -> *atomic.Uint64
 
-	latency prometheus.Histogram
+	latency histogram
 	burst   burstLog
 
 	mu         sync.Mutex // guards what follows
@@ -119,8 +116,8 @@ type ProbeResult struct {
 	Chosen bool
 }
 
-// New makes a recorder with a registry of its own (nothing of the Go
-// runtime or the process: node_exporter reports the machine).
+// New makes a recorder. It reports only its own counts, nothing of the Go
+// runtime or the process: node_exporter reports the machine.
 func New(opts Options) *Recorder {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
@@ -129,18 +126,9 @@ func New(opts Options) *Recorder {
 		opts:   opts,
 		path:   opts.Path,
 		wake:   make(chan struct{}, 1),
-		reg:    prometheus.NewRegistry(),
 		disks:  map[DiskKind]int{},
 		probes: map[string][]ProbeResult{},
 	}
-	r.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "iosched_uevent_to_applied_seconds",
-		Help: "Time from a disk's uevent to its settings applied, in seconds.",
-		// A pass on an idle machine (about a millisecond) to a burst of a
-		// thousand disks behind a slow one (seconds).
-		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
-	})
-	r.reg.MustRegister(r.latency, collector{r: r, d: newDescs()})
 	return r
 }
 
@@ -186,7 +174,7 @@ func (r *Recorder) ApplyFailed(attribute string) {
 func (r *Recorder) Applied(received time.Time) {
 	now := time.Now()
 	d := now.Sub(received)
-	r.latency.Observe(d.Seconds())
+	r.latency.observe(d)
 	r.burst.add(now, d)
 	r.mark()
 }

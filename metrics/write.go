@@ -2,10 +2,11 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Run writes the file when something was recorded, at most once an
@@ -52,7 +53,7 @@ func (r *Recorder) flush() {
 	if path == "" {
 		return
 	}
-	err := prometheus.WriteToTextfile(path, r.reg)
+	err := writeFile(path, r.exposition())
 	if err != nil {
 		err = fmt.Errorf("writing metrics to %s: %w", path, err)
 		r.mark() // try again
@@ -95,5 +96,24 @@ func (r *Recorder) Writes() int {
 	return r.writeCount
 }
 
-// Gatherer exposes the registry, for a test or an HTTP handler.
-func (r *Recorder) Gatherer() prometheus.Gatherer { return r.reg }
+// writeFile replaces path with b atomically: written to a temporary file
+// beside it, whose name node_exporter's collector ignores (it reads only
+// *.prom), then renamed over it. The directory is not created: it is
+// node_exporter's, and a missing one is an error to report.
+func writeFile(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(b)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(f.Name(), 0o644)); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}

@@ -66,10 +66,10 @@ DAEMON_PID=
 # ------------------------------------------------ what one iosched apply costs
 log "iosched apply: one process per disk, 20 already in place, 20 switching"
 bg "$LB" create -first $A -count 21
-bg "$LB" execcost -n 20 -- "$IOSCHED" apply --policy "$TMP/policy.toml" "loop$A" >/dev/null # puts it in place
-bg "$LB" execcost -n 20 -- "$IOSCHED" apply --policy "$TMP/policy.toml" "loop$A" >"$TMP/c_apply_noop.json"
+bg "$LB" execcost -n 20 -- "$IOSCHED" apply --policy "$POLICY" "loop$A" >/dev/null # puts it in place
+bg "$LB" execcost -n 20 -- "$IOSCHED" apply --policy "$POLICY" "loop$A" >"$TMP/c_apply_noop.json"
 for i in $(seq 1 20); do
-	"$LB" execcost -n 1 -- "$IOSCHED" apply --policy "$TMP/policy.toml" "loop$((A + i))" >"$TMP/c_apply_switch_$i.json"
+	"$LB" execcost -n 1 -- "$IOSCHED" apply --policy "$POLICY" "loop$((A + i))" >"$TMP/c_apply_switch_$i.json"
 done
 cmetric "extra apply_noop_wall_s $("$LB" jget "$TMP/c_apply_noop.json" wall_s)"
 cmetric "extra apply_noop_cpu_s $("$LB" jget "$TMP/c_apply_noop.json" cpu_s)"
@@ -82,9 +82,9 @@ remove_n 21
 mkdir -p "$TMP/rules-run"
 # contrib/udev's rule as shipped, pointed at the benchmark's binary and
 # policy, and narrowed to the benchmark's loops.
-sed -e "s|RUN+=\"/usr/bin/iosched apply|KERNEL==\"loop4[01][0-9][0-9][0-9]\", RUN+=\"$IOSCHED --policy $TMP/policy.toml apply|" \
+sed -e "s|RUN+=\"/usr/bin/iosched apply|KERNEL==\"$LOOPS\", RUN+=\"$IOSCHED --policy $POLICY apply|" \
 	"$REPO/contrib/udev/60-iosched.rules" >"$TMP/rules-run/60-iosched.rules"
-grep -q "KERNEL==\"loop4\[01\]" "$TMP/rules-run/60-iosched.rules" || { log "contrib/udev/60-iosched.rules: no RUN+=\"/usr/bin/iosched apply\" to adapt"; exit 1; }
+grep -qF "KERNEL==\"$LOOPS\"" "$TMP/rules-run/60-iosched.rules" || { log "contrib/udev/60-iosched.rules: no RUN+=\"/usr/bin/iosched apply\" to adapt"; exit 1; }
 for kind in attr run; do
 	rules=$TMP/rules
 	[[ $kind == run ]] && rules=$TMP/rules-run
@@ -107,7 +107,7 @@ done
 
 # ------------------------------------------------ tuned
 # tuned runs in a mount namespace of its own: /etc/tuned is a copy holding
-# the benchmark's profile (only [disk] for loops 40000-41999) and a main
+# the benchmark's profile (only [disk] for the benchmark's loops) and a main
 # configuration with dynamic tuning, sysctl re-application and the
 # recommend command off, /run is a tmpfs; it logs to the work directory.
 # --no-dbus: it needs no D-Bus for a profile given on its command line (its
@@ -127,9 +127,9 @@ udev_buffer_size = 1MB
 EOF
 cat >"$TMP/tuned-etc/iosched-bench/tuned.conf" <<EOF
 [main]
-summary=iosched benchmark: loop devices 40000-41999 only
+summary=iosched benchmark: loop devices $A-$((B + N - 1)) only
 [disk]
-devices=loop4[01][0-9][0-9][0-9]
+devices=$LOOPS
 elevator=$SCHED
 dynamic=0
 EOF

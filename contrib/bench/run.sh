@@ -16,14 +16,17 @@
 #   4. a rescan (SIGUSR1) of the 1000 disks all in policy: time and writes;
 #   5. the daemon's VmRSS/VmHWM with 1000 disks managed, and its CPU while
 #      nothing happens.
-# See README.md. Only loop numbers 40000-41999 are created, written and
-# removed; every policy and rule matches only those.
+# See README.md. Only loop numbers 40000-41999 (BASE to BASE+1999) are
+# created, written and removed; every policy and rule matches only those.
 #
 # Environment: RESULTS (directory for the summary JSON, default
 # contrib/bench/results), IDLE_WINDOW (quiet seconds wanted, default 10),
 # ALLOW_UDEVD=1 (measure although a systemd-udevd already runs),
 # BUILD_FROM=worktree (build iosched from the working tree, not HEAD),
-# SKIP_UDEVD=1, KEEP=1 (keep the work directory).
+# SKIP_UDEVD=1, KEEP=1 (keep the work directory), BASE (the first loop
+# number, default 40000; a multiple of 2000 whose range is free, for a
+# machine where a loop of the default range is stuck in the kernel),
+# METRICS=1 (the daemon writes a metrics file, [daemon] metrics_file).
 set -euo pipefail
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -51,8 +54,16 @@ RESULTS=${RESULTS:-$HERE/results}
 IDLE_WINDOW=${IDLE_WINDOW:-10}
 SKIP_UDEVD=${SKIP_UDEVD:-0}
 N=1000
-A=40000 # raw parallel, daemon and udevd hot-plug
-B=41000 # raw write-on-create, daemon and udevd burst
+BASE=${BASE:-40000}
+if ! [[ $BASE =~ ^[1-9][0-9]{4}$ ]] || ((BASE % 2000 != 0)); then
+	echo "run.sh: BASE=$BASE: want a multiple of 2000 from 10000 to 98000" >&2
+	exit 2
+fi
+export IOSCHED_BENCH_BASE=$BASE # loopbench's range
+A=$BASE # raw parallel, daemon and udevd hot-plug
+B=$((BASE + N)) # raw write-on-create, daemon and udevd burst
+# LOOPS is a glob (policy, udev rule, tuned) for exactly loops A to B+N-1.
+LOOPS="loop${BASE:0:1}[${BASE:1:1}$((${BASE:1:1} + 1))][0-9][0-9][0-9]"
 SCHED=mq-deadline
 UDEVD=/lib/systemd/systemd-udevd
 
@@ -132,7 +143,7 @@ start_daemon() {
 	"$LB" waitready -socket "$TMP/notify.sock" -timeout 120s >"$TMP/ready.txt" &
 	WAIT_PID=$!
 	for ((i = 0; i < 200; i++)); do [[ -S $TMP/notify.sock ]] && break; sleep 0.01; done
-	NOTIFY_SOCKET=$TMP/notify.sock "$IOSCHED" daemon --policy "$TMP/policy.toml" \
+	NOTIFY_SOCKET=$TMP/notify.sock "$IOSCHED" daemon --policy "$POLICY" \
 		--runtime-dir "$TMP/run" --state-dir "$TMP/state" 2>"$TMP/daemon.log" &
 	DAEMON_PID=$!
 	wait "$WAIT_PID"
@@ -210,23 +221,32 @@ metric cpus "$(nproc)"
 metric host "$(hostname)"
 metric commit "$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 
-cat >"$TMP/policy.toml" <<EOF
-# The benchmark's policy: loop devices 40000-41999 only.
+# The policy has a directory of its own, as /etc/iosched is: the daemon
+# follows its policy's directory, and the work directory changes all the
+# time (the daemon's own log is in it).
+POLICY=$TMP/etc/policy.toml
+mkdir -p "$TMP/etc"
+cat >"$POLICY" <<EOF
+# The benchmark's policy: loop devices $A-$((B + N - 1)) only.
 [[rule]]
 name = "bench loops: $SCHED"
 [rule.match]
 class = "loop"
-name = "loop4[01][0-9][0-9][0-9]"
+name = "$LOOPS"
 [rule.set]
 scheduler = "$SCHED"
 EOF
-if ! out=$("$IOSCHED" check --policy "$TMP/policy.toml" 2>&1); then
+if [[ ${METRICS:-0} == 1 ]]; then
+	printf '[daemon]\nmetrics_file = "%s"\n' "$TMP/iosched.prom" >>"$POLICY"
+	metric metrics_file "$TMP/iosched.prom"
+fi
+if ! out=$("$IOSCHED" check --policy "$POLICY" 2>&1); then
 	echo "$out" >&2
 	exit 1
 fi
 mkdir -p "$TMP/rules" "$TMP/run" "$TMP/state"
 cat >"$TMP/rules/99-iosched-bench.rules" <<EOF
-ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="loop4[01][0-9][0-9][0-9]", ATTR{queue/scheduler}="$SCHED"
+ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="$LOOPS", ATTR{queue/scheduler}="$SCHED"
 EOF
 
 if [[ $MODE == compare ]]; then
@@ -291,7 +311,7 @@ log "iosched apply: no-op over the $N (a proxy: a new process reading each disk 
 names=$(seq -f "loop%g" $B $((B + N - 1)))
 t0=$(now)
 # shellcheck disable=SC2086
-"$IOSCHED" apply --policy "$TMP/policy.toml" $names >"$TMP/apply.txt" 2>&1
+"$IOSCHED" apply --policy "$POLICY" $names >"$TMP/apply.txt" 2>&1
 metric apply_noop_s "$(since "$t0")"
 metric apply_summary "$(tail -1 "$TMP/apply.txt" | tr ' ' '_')"
 

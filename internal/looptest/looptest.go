@@ -30,7 +30,7 @@ import (
 //	daemon tests                   20000-23999
 //	daemon against a real udevd    5900-5999
 //	apply benchmark                30000-30999
-//	contrib/bench                  40000-41999
+//	contrib/bench                  40000-41999 (BASE=44000: 44000-45999)
 //	contrib/kubernetes (pod test)  42000-42009
 //	contrib/udev (rule test)       42010-42019
 

@@ -43,6 +43,14 @@ type State struct {
 	// Warnings are conditions that keep the daemon from doing all its job
 	// (no udevd to send the events it listens for, say).
 	Warnings []string `json:"warnings,omitempty"`
+	// LastBurst is the time from a disk's uevent to its settings applied,
+	// over the last burst (disks applied less than a second apart).
+	LastBurst *Burst `json:"last_burst,omitempty"`
+	// Metrics is the metrics file written ([daemon] metrics_file).
+	Metrics *Metrics `json:"metrics,omitempty"`
+	// PolicyFollowed: the daemon follows its policy files and reloads on a
+	// change by itself (else only on SIGHUP).
+	PolicyFollowed bool `json:"policy_followed"`
 	// Managed counts the disks at least one rule matched.
 	Managed int                   `json:"managed"`
 	Disks   map[string]*DiskState `json:"disks"`
@@ -69,6 +77,27 @@ type Reload struct {
 	// Done: an invalid policy was refused, or a valid one has re-planned
 	// every disk (READY=1 was sent).
 	Done bool `json:"done"`
+}
+
+// Burst is the event-to-applied latency of the disks of one burst, in
+// seconds.
+type Burst struct {
+	Disks int `json:"disks"`
+	// Truncated: the burst had more disks than are kept (2048); the
+	// figures are the latest disks'.
+	Truncated bool      `json:"truncated,omitempty"`
+	P50       float64   `json:"p50_seconds"`
+	P99       float64   `json:"p99_seconds"`
+	Max       float64   `json:"max_seconds"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+}
+
+// Metrics is the Prometheus textfile the daemon writes.
+type Metrics struct {
+	File string `json:"file"`
+	// Error is the last write's failure, "" once a write succeeds.
+	Error string `json:"error,omitempty"`
 }
 
 // Scan is the last pass over every disk.
