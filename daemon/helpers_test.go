@@ -261,4 +261,3 @@ func requireLoops(t *testing.T) {
 	t.Helper()
 	looptest.Require(t)
 }
-
