@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"strings"
+	"time"
 
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/probe"
 )
 
 // This file feeds the metrics recorder (package metrics). Recording on a
@@ -106,4 +108,21 @@ func (d *Daemon) countFollowed(ev event) {
 		return
 	}
 	d.rec.Uevent(ev.action, "udev")
+}
+
+// recordProbe gives the metrics a disk's probe figures, one series per
+// candidate scheduler, the winner marked.
+func (d *Daemon) recordProbe(name string, rep *probe.Report) {
+	results := make([]metrics.ProbeResult, 0, len(rep.Candidates))
+	for _, c := range rep.Candidates {
+		results = append(results, metrics.ProbeResult{
+			Scheduler: c.Scheduler,
+			IOPS:      c.IOPS,
+			QD1IOPS:   c.QD1IOPS,
+			P99:       time.Duration(c.P99us * float64(time.Microsecond)),
+			QD1P99:    time.Duration(c.QD1P99 * float64(time.Microsecond)),
+			Chosen:    c.Scheduler == rep.Winner,
+		})
+	}
+	d.rec.SetProbe(name, results)
 }

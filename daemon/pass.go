@@ -390,6 +390,7 @@ func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
 	d.mu.Unlock()
 	rec.snap, rec.props, rec.refused = nil, props, nil
 	d.probes.cancel(name)
+	d.rec.ForgetProbe(name)
 	if d.orig != nil {
 		d.orig.forget(name)
 	}
@@ -403,6 +404,7 @@ func (d *Daemon) forget(name string) {
 	delete(d.disks, name)
 	d.mu.Unlock()
 	d.probes.cancel(name)
+	d.rec.ForgetProbe(name)
 	if d.orig != nil {
 		d.orig.forget(name)
 	}

@@ -254,6 +254,7 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, name, rule string, pr *policy.P
 		if rep != nil {
 			dp.report = rep
 			dp.state.Status, dp.state.Winner, dp.state.Provenance, dp.state.From = "decided", rep.Winner, rep.Provenance, rep.From
+			d.recordProbe(name, rep)
 			d.log.Info("probe decision reused", "device", name, "rule", rule, "winner", rep.Winner, "provenance", rep.Provenance, "from", rep.From)
 		}
 	}
@@ -367,6 +368,7 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 				dp.report = rep
 				dp.state.Status, dp.state.Winner, dp.state.Provenance, dp.state.From = "decided", rep.Winner, rep.Provenance, from
 			})
+			d.recordProbe(name, rep)
 			d.log.Info("probe decided", "device", name, "rule", rule, "winner", rep.Winner, "provenance", rep.Provenance, "took", took.Round(time.Millisecond))
 			<-slots
 			d.queue.kick(name, full, nil, nil)

@@ -59,7 +59,8 @@ func TestProbeSeededWithoutProbing(t *testing.T) {
 	if _, err := fleet.Export(seed); err != nil {
 		t.Fatal(err)
 	}
-	pol := fakeProbePolicy(fmt.Sprintf("[daemon]\nprobe_results = [%q]\n", filepath.Join(seedDir, "probes.d", "*.json")))
+	prom := filepath.Join(t.TempDir(), "iosched.prom")
+	pol := fakeProbePolicy(fmt.Sprintf("[daemon]\nprobe_results = [%q]\nmetrics_file = %q\n", filepath.Join(seedDir, "probes.d", "*.json"), prom))
 	r, _ := fakeDaemonWith(t, pol, func(c *Config) { c.FS = fs }, "loop20000")
 	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
 		t.Fatalf("scheduler after the start = %s, want the seeded mq-deadline", got)
@@ -77,6 +78,13 @@ func TestProbeSeededWithoutProbing(t *testing.T) {
 		}
 		return ds.Probe.Status == "decided" && ds.Probe.Winner == "mq-deadline" && strings.HasPrefix(ds.Probe.From, "seeded from "+seed) &&
 			ds.Settings[0].Rule == `probed (probe: mq-deadline 200K IOPS vs none 100K (+100%), depth-1 p99 +0%)`
+	})
+	// The metrics carry the decision's figures, one series per candidate.
+	waitFor(t, 5*time.Second, "the probe's figures in the metrics file", func() bool {
+		fams := metricsFile(t, prom)
+		return sample(fams, "iosched_probe_iops", map[string]string{"disk": "loop20000", "scheduler": "mq-deadline", "depth": "deep"}) == 200e3 &&
+			sample(fams, "iosched_probe_chosen", map[string]string{"disk": "loop20000", "scheduler": "mq-deadline"}) == 1 &&
+			sample(fams, "iosched_probe_chosen", map[string]string{"disk": "loop20000", "scheduler": "none"}) == 0
 	})
 }
 
