@@ -2,11 +2,10 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/iosched/iosched/internal/atomicfile"
 )
 
 // Run writes the file when something was recorded, at most once an
@@ -96,24 +95,10 @@ func (r *Recorder) Writes() int {
 	return r.writeCount
 }
 
-// writeFile replaces path with b atomically: written to a temporary file
-// beside it, whose name node_exporter's collector ignores (it reads only
-// *.prom), then renamed over it. The directory is not created: it is
+// writeFile replaces path with b atomically (see atomicfile: the
+// temporary name ends in digits, so node_exporter's collector, which reads
+// only *.prom, skips it). The directory is not created: it is
 // node_exporter's, and a missing one is an error to report.
 func writeFile(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(b)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(f.Name(), 0o644)); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return atomicfile.WriteWith(path, b, atomicfile.Options{NoMkdir: true})
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iosched/iosched/internal/atomicfile"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -146,7 +147,7 @@ func (o *Originals) save(stateDir string) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(originalsPath(stateDir, o.Device), append(b, '\n'))
+	return atomicfile.WriteWith(originalsPath(stateDir, o.Device), append(b, '\n'), atomicfile.Options{Sync: true})
 }
 
 // restore writes back every value that differs from the disk's, in write
@@ -248,31 +249,6 @@ func bootID() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
-}
-
-// writeAtomic writes b to a temporary file beside path and renames it over
-// path, so a reader (or a probe killed mid-write) never sees half a file.
-func writeAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(b)
-	serr := f.Sync() // the record must survive the crash it is for
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr, os.Chmod(f.Name(), 0o644)); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
 }
 
 // openNode opens the disk's node read-only for direct I/O and checks it is

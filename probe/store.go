@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iosched/iosched/internal/atomicfile"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -274,7 +275,7 @@ func writeStore(path string, recs []Record) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, append(b, '\n'))
+	return atomicfile.WriteWith(path, append(b, '\n'), atomicfile.Options{Sync: true})
 }
 
 func (s *Store) lock() (func(), error) {
