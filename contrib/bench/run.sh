@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# contrib/bench/run.sh: issue 4's "Speed and size", all in one run.
+# contrib/bench/run.sh: the daemon's speed and size, all in one run.
 #
 #   sudo contrib/bench/run.sh            # the figures below
 #   sudo contrib/bench/run.sh compare    # iosched against the alternatives (compare.sh)

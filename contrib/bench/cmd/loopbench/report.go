@@ -106,7 +106,7 @@ func (m metrics) get(k string) (float64, bool) {
 	return v, ok
 }
 
-// Target is one figure of issue 4's "Speed and size" against its bound.
+// Target is one of the daemon's speed and size figures against its bound.
 type Target struct {
 	What  string  `json:"what"`
 	Value float64 `json:"value"`
@@ -263,7 +263,7 @@ func printTable(w io.Writer, s Summary) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	fmt.Fprintln(tw, "TARGET (issue 4)\tVALUE\tBOUND\tRESULT")
+	fmt.Fprintln(tw, "TARGET\tVALUE\tBOUND\tRESULT")
 	for _, t := range s.Targets {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.What, strconv.FormatFloat(round(t.Value), 'f', -1, 64), t.Bound, t.Result)
 	}
