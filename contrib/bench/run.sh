@@ -22,7 +22,8 @@
 # Environment: RESULTS (directory for the summary JSON, default
 # contrib/bench/results), IDLE_WINDOW (quiet seconds wanted, default 10),
 # ALLOW_UDEVD=1 (measure although a systemd-udevd already runs),
-# BUILD_FROM=worktree (build iosched from the working tree, not HEAD),
+# BUILD_FROM=worktree (build iosched from the working tree, not HEAD; or
+# BUILD_FROM=REV, from another commit, for A/B runs with this harness),
 # SKIP_UDEVD=1, KEEP=1 (keep the work directory), BASE (the first loop
 # number, default 40000; a multiple of 2000 whose range is free, for a
 # machine where a loop of the default range is stuck in the kernel),
@@ -195,7 +196,10 @@ if [[ ${BUILD_FROM:-commit} == worktree ]]; then
 	(cd "$REPO" && build_iosched)
 	metric build "worktree"
 else
-	commit=$(cd "$REPO" && git rev-parse HEAD)
+	# BUILD_FROM=REV: iosched at another commit, the same harness (A/B runs).
+	rev=${BUILD_FROM:-HEAD}
+	[[ $rev == commit ]] && rev=HEAD
+	commit=$(cd "$REPO" && git rev-parse --verify "$rev^{commit}")
 	log "building iosched (commit ${commit:0:12}) and loopbench in $TMP"
 	mkdir "$TMP/src"
 	(cd "$REPO" && git archive "$commit") | tar -x -C "$TMP/src"
