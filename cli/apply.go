@@ -12,11 +12,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
+// errProbing is why apply leaves a disk alone while a probe measures it.
+var errProbing = errors.New("not written: a probe is measuring this disk (iosched probe); run apply again when it is done")
+
 func newApplyCmd(e *env) *cobra.Command {
 	var dryRun, asJSON bool
+	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "apply [DEVICE...]",
 		Short: "Make each disk's settings what the policy says, and print what was done",
@@ -27,7 +32,9 @@ scheduler switch resets nr_requests and the scheduler's parameters) is read
 again before it is written. Disks are done concurrently, one disk's writes in
 order: scheduler, nr_requests, the scheduler's iosched/* parameters, the rest.
 Each write is read back. EBUSY is retried; a disk that goes away, or a named
-disk that is not there, is reported gone and the others are still done.
+disk that is not there, is reported gone and the others are still done. A disk
+a probe is measuring (iosched probe, or the daemon's, per --state-dir) is not
+written: its changes fail with the reason, and apply can be run again after.
 
 Exit status: 0 when everything is in place, 1 if anything failed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -42,7 +49,16 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 			// waits for RCU grace periods).
 			_, rs, _, err := e.assess(args, neededBy, applyParallel, func(r *diskResult, disk *sysfs.Disk) {
 				res := apply.Result{Device: r.name, Outcomes: []apply.Outcome{}}
-				if !r.plan.Empty() {
+				switch {
+				case r.plan.Empty():
+				case !dryRun && probe.Probing(stateDir, r.name):
+					// Two scheduler switches at once on one queue can
+					// crash the kernel, and the probe would put its
+					// originals back over these writes when it ends.
+					for _, c := range r.plan.Changes {
+						res.Outcomes = append(res.Outcomes, apply.Outcome{Change: c, Status: apply.Failed, Err: errProbing})
+					}
+				default:
 					a := &apply.Applier{FS: disk, DryRun: dryRun}
 					res = a.Device(ctx, r.plan)
 				}
@@ -92,6 +108,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: show what would be written")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where probes keep their locks: a disk being probed is left alone")
 	return cmd
 }
 

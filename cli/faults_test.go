@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // queueFile reads one queue attribute of a disk in a copied tree.
@@ -149,7 +151,8 @@ func TestPrintable(t *testing.T) {
 		"a\x1bb":                 `a\x1bb`,
 		"nul\x00":                `nul\x00`,
 		"del\x7f":                `del\x7f`,
-		"c1\u0085":               `c1\x85`,
+		"c1\u0085":               `c1\u0085`, // not \x85: that is the invalid byte 0x85
+		"byte\x85":               `byte\x85`,
 		"rtl\u202eevil":          `rtl\u202eevil`,
 		"bad\xc3":                `bad\xc3`,
 		`back\slash`:             `back\\slash`,
@@ -161,5 +164,37 @@ func TestPrintable(t *testing.T) {
 		if got := printable(in); got != want {
 			t.Errorf("printable(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A disk a probe is measuring (its lock held in --state-dir) is not written
+// by apply: a second scheduler switch at once on one queue can crash the
+// kernel, and the probe would put its originals back over apply's writes.
+// The other disks are done. Before, apply wrote it regardless.
+func TestApplyLeavesADiskBeingProbed(t *testing.T) {
+	inRepoRoot(t)
+	tree := copyTree(t, "testdata/sysfs/cloud")
+	state := t.TempDir()
+	f, err := os.OpenFile(filepath.Join(state, "probe-vda.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := runMain(t, cloudArgs(tree, "apply", "--state-dir", state, "vda", "nvme0n1")...)
+	if code != 1 || !bytes.Contains(out, []byte("a probe is measuring this disk")) {
+		t.Errorf("exit %d, want 1 and the probe named:\n%s", code, out)
+	}
+	if got := queueFile(t, tree, "vda", "nr_requests"); got == "128" {
+		t.Errorf("vda was written while a probe held it")
+	}
+	if got := queueFile(t, tree, "nvme0n1", "nr_requests"); got != "128" {
+		t.Errorf("nvme0n1 nr_requests = %s, want 128 (the other disk was not applied)", got)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	if out, _, code := runMain(t, cloudArgs(tree, "apply", "--state-dir", state, "vda")...); code != 0 || queueFile(t, tree, "vda", "nr_requests") != "128" {
+		t.Errorf("after the probe: exit %d, vda not applied:\n%s", code, out)
 	}
 }

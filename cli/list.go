@@ -142,7 +142,7 @@ func renderList(w io.Writer, devs []*sysfs.Device) error {
 			fmt.Fprintf(w, "%s: warning: %s\n", printable(d.Name), printable(msg))
 		}
 		if m := missingFiles(d); m != "" {
-			fmt.Fprintf(w, "%s: unknown: %s\n", d.Name, m)
+			fmt.Fprintf(w, "%s: unknown: %s\n", printable(d.Name), printable(m))
 		}
 	}
 	for _, g := range nowaitUnknown(devs) {

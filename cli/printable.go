@@ -36,7 +36,7 @@ func printable(s string) string {
 			b.WriteString(`\\`)
 		case r == ' ' || unicode.IsPrint(r):
 			b.WriteRune(r)
-		case r < 0x100:
+		case r < 0x80: // \x is kept for bytes; a valid rune above is \u
 			fmt.Fprintf(&b, `\x%02x`, r)
 		case r < 0x10000:
 			fmt.Fprintf(&b, `\u%04x`, r)

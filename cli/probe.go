@@ -82,11 +82,11 @@ otherwise (a refusal says why).`,
 			for _, r := range recovered {
 				switch {
 				case r.Err != nil:
-					fmt.Fprintf(e.stderr, "iosched: %s: restoring the settings an interrupted probe left: %v\n", r.Device, r.Err)
+					fmt.Fprintf(e.stderr, "iosched: %s: restoring the settings an interrupted probe left: %s\n", printable(r.Device), printable(r.Err.Error()))
 				case r.Restored:
-					fmt.Fprintf(e.stderr, "%s: restored the settings an interrupted probe left\n", r.Device)
+					fmt.Fprintf(e.stderr, "%s: restored the settings an interrupted probe left\n", printable(r.Device))
 				default:
-					fmt.Fprintf(e.stderr, "%s: dropped an interrupted probe's record: %s\n", r.Device, r.Note)
+					fmt.Fprintf(e.stderr, "%s: dropped an interrupted probe's record: %s\n", printable(r.Device), printable(r.Note))
 				}
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -99,7 +99,7 @@ otherwise (a refusal says why).`,
 				rep, err := runner.Probe(ctx, name, o, fresh, 0)
 				if err != nil {
 					failures = append(failures, err.Error())
-					fmt.Fprintln(e.stderr, "iosched:", err)
+					fmt.Fprintln(e.stderr, "iosched:", printable(err.Error()))
 				}
 				if rep != nil && (err == nil || rep.Winner != "") {
 					reports = append(reports, rep)
@@ -155,9 +155,9 @@ otherwise (a refusal says why).`,
 }
 
 func renderProbe(w io.Writer, r *probe.Report) {
-	fmt.Fprintf(w, "%s: %s\n", r.Device, r.Reason)
+	fmt.Fprintf(w, "%s: %s\n", printable(r.Device), printable(r.Reason))
 	if r.From != "" {
-		fmt.Fprintf(w, "  %s (key %s); --fresh probes again\n", r.From, r.RememberedAs)
+		fmt.Fprintf(w, "  %s (key %s); --fresh probes again\n", printable(r.From), printable(r.RememberedAs))
 	}
 	fmt.Fprintf(w, "  %s, depth 1 and %d, %d-byte random reads, %gs a measurement, %d rounds; choose %s, margin %g%%\n",
 		r.Engine, r.Depth, r.BlockSize, r.DurationS, r.Rounds, r.Choose, r.Margin*100)
@@ -208,7 +208,7 @@ func renderProbe(w io.Writer, r *probe.Report) {
 	}
 	fmt.Fprintf(w, "  disk stat: reads %d -> %d, writes %d -> %d%s\n", r.ReadsBefore, r.ReadsAfter, r.WritesBefore, r.WritesAfter,
 		map[bool]string{true: " (no writes)", false: ""}[r.WritesAfter == r.WritesBefore])
-	fmt.Fprintf(w, "  took %.1fs of a %.1fs budget; remembered as %s\n", r.ElapsedS, r.BudgetS, r.RememberedAs)
+	fmt.Fprintf(w, "  took %.1fs of a %.1fs budget; remembered as %s\n", r.ElapsedS, r.BudgetS, printable(r.RememberedAs))
 }
 
 func ordinal(n int) string {
