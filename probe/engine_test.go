@@ -135,6 +135,22 @@ func TestOptionsValidateAndBudget(t *testing.T) {
 			t.Errorf("Validate does not report %q: %v", w, err)
 		}
 	}
+	for _, c := range []struct {
+		depth, blockSize int
+		ok               bool
+	}{
+		{64, 1 << 20, true},
+		{1024, 64 << 10, true},
+		{128, 1 << 20, false},
+		{1024, 1 << 20, false},
+	} {
+		o := DefaultOptions()
+		o.Depth, o.BlockSize = c.depth, c.blockSize
+		err := o.Validate()
+		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "depth and block size: ")) {
+			t.Errorf("depth %d x block size %d: Validate = %v", c.depth, c.blockSize, err)
+		}
+	}
 }
 
 // A disk that does not answer must not hold a measurement much past its
