@@ -44,6 +44,10 @@ const (
 	ProbeMaxBlockSize  = 1 << 20
 	ProbeMaxMargin     = 0.5
 	ProbeMaxCandidates = 8
+	// ProbeMaxInFlight bounds depth x block size: a probe maps and
+	// populates a buffer that large, and the psync engine starts one
+	// thread per unit of depth.
+	ProbeMaxInFlight = 64 << 20
 )
 
 // DefaultProbe is what an empty [rule.probe] means.
@@ -70,6 +74,17 @@ func CheckProbeBlockSize(n uint64) error {
 		return fmt.Errorf("%s is outside %s..%s", formatBytes(n), formatBytes(ProbeMinBlockSize), formatBytes(ProbeMaxBlockSize))
 	case n&(n-1) != 0:
 		return fmt.Errorf("%s is not a power of two", formatBytes(n))
+	}
+	return nil
+}
+
+// CheckProbeInFlight says what is wrong with a probe's depth and block
+// size together (each within its own limits): their product, the bytes in
+// flight at once, is at most ProbeMaxInFlight.
+func CheckProbeInFlight(depth, blockSize uint64) error {
+	if depth*blockSize > ProbeMaxInFlight {
+		return fmt.Errorf("depth %d x block size %s is %s in flight: at most %s (the probe maps a buffer that size, and psync starts a thread per depth)",
+			depth, formatBytes(blockSize), formatBytes(depth*blockSize), formatBytes(ProbeMaxInFlight))
 	}
 	return nil
 }
@@ -148,6 +163,9 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 		return nil
 	}
 	p := DefaultProbe()
+	// Where depth x block size is reported: the later of the two keys
+	// given that passed its own check.
+	var sizeLoc *loc
 	for _, k := range d.keys(l, m) {
 		kl := l.child(k)
 		v := m[k]
@@ -210,6 +228,7 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 					d.errorf(kl, "%d is outside 1..%d", n, ProbeMaxDepth)
 				} else {
 					p.Depth = int(n)
+					sizeLoc = &kl
 				}
 			}
 		case "block_size":
@@ -222,6 +241,7 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 				continue
 			}
 			p.BlockSize = int(n)
+			sizeLoc = &kl
 		case "engine":
 			if s, ok := d.str(kl, v); ok {
 				if s != "io_uring" && s != "psync" {
@@ -259,6 +279,11 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 			}
 		default:
 			d.unknownKey(kl, k, probeKeys, "[rule.probe]")
+		}
+	}
+	if sizeLoc != nil {
+		if err := CheckProbeInFlight(uint64(p.Depth), uint64(p.BlockSize)); err != nil {
+			d.errorf(*sizeLoc, "%v", err)
 		}
 	}
 	return &p

@@ -154,3 +154,35 @@ func TestParseMarginAndMaxAge(t *testing.T) {
 		t.Errorf("ParseSize(512) = %d, %v", n, err)
 	}
 }
+
+// TestParseProbeInFlight: depth x block size is bounded together, and the
+// error points at the later of the two keys given.
+func TestParseProbeInFlight(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want string // "" when it parses
+	}{
+		{"depth = 64\nblock_size = \"1MiB\"\n", ""},
+		{"depth = 1024\nblock_size = \"64KiB\"\n", ""},
+		{"depth = 1024\n", ""},
+		{"depth = 128\nblock_size = \"1MiB\"\n",
+			`p.toml:5:1: rule 1 "x": probe.block_size: depth 128 x block size 1MiB is 128MiB in flight: at most 64MiB (the probe maps a buffer that size, and psync starts a thread per depth)`},
+		{"block_size = \"1MiB\"\ndepth = 1024\n",
+			`p.toml:5:1: rule 1 "x": probe.depth: depth 1024 x block size 1MiB is 1GiB in flight: at most 64MiB (the probe maps a buffer that size, and psync starts a thread per depth)`},
+		{"block_size = \"4MiB\"\n",
+			`p.toml:4:1: rule 1 "x": probe.block_size: 4MiB is outside 512B..1MiB`},
+		{"depth = 1024\nblock_size = \"128KiB\"\n",
+			`p.toml:5:1: rule 1 "x": probe.block_size: depth 1024 x block size 128KiB is 128MiB in flight: at most 64MiB (the probe maps a buffer that size, and psync starts a thread per depth)`},
+	} {
+		f := File{Name: "p.toml", Data: []byte("[[rule]]\nname = \"x\"\n[rule.probe]\n" + c.body)}
+		if c.want == "" {
+			if _, err := Parse(f); err != nil {
+				t.Errorf("%q: %v", c.body, err)
+			}
+			continue
+		}
+		if got := errorLines(t, f); strings.Join(got, "\n") != c.want {
+			t.Errorf("%q: errors\n%s\nwant\n%s", c.body, strings.Join(got, "\n"), c.want)
+		}
+	}
+}

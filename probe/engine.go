@@ -267,6 +267,44 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 	return s, firstErr
 }
 
+// procsRaise raises GOMAXPROCS while psync runs are active. GOMAXPROCS is
+// the process's, and probes of different disks run at once: each run
+// saving and restoring it on its own would, ended out of order, leave
+// one run's raised value for the daemon's life. Here the first run to
+// start saves the value, later ones only raise it further, and the last
+// to end puts the saved value back.
+type procsRaise struct {
+	mu     sync.Mutex
+	active int
+	before int // GOMAXPROCS before the first active run
+}
+
+// psyncProcs is package-level because GOMAXPROCS, which it guards, is
+// process-wide.
+var psyncProcs procsRaise
+
+// raise makes GOMAXPROCS at least want until the returned func is called.
+func (r *procsRaise) raise(want int) (release func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := runtime.GOMAXPROCS(0)
+	if r.active == 0 {
+		r.before = cur
+	}
+	r.active++
+	if cur < want {
+		runtime.GOMAXPROCS(want)
+	}
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.active--
+		if r.active == 0 && runtime.GOMAXPROCS(0) != r.before {
+			runtime.GOMAXPROCS(r.before)
+		}
+	}
+}
+
 // psyncEngine runs Depth goroutines, each on its own thread doing one pread
 // at a time, as fio's psync engine with numjobs does.
 type psyncEngine struct{}
@@ -279,10 +317,7 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 	// the queueing is measured as the disk's latency (p99.9 of 29 ms
 	// against 0.1 ms measured on a 2-CPU machine with 8 readers). fio's
 	// threads have no such queue: give every reader a P for the run.
-	if procs := runtime.GOMAXPROCS(0); procs < j.Depth+1 {
-		runtime.GOMAXPROCS(j.Depth + 1)
-		defer runtime.GOMAXPROCS(procs)
-	}
+	defer psyncProcs.raise(j.Depth + 1)()
 	mem, bufs, err := alignedBuffers(j.Depth, j.BlockSize)
 	if err != nil {
 		return nil, err

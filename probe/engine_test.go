@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,6 +136,22 @@ func TestOptionsValidateAndBudget(t *testing.T) {
 			t.Errorf("Validate does not report %q: %v", w, err)
 		}
 	}
+	for _, c := range []struct {
+		depth, blockSize int
+		ok               bool
+	}{
+		{64, 1 << 20, true},
+		{1024, 64 << 10, true},
+		{128, 1 << 20, false},
+		{1024, 1 << 20, false},
+	} {
+		o := DefaultOptions()
+		o.Depth, o.BlockSize = c.depth, c.blockSize
+		err := o.Validate()
+		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "depth and block size: ")) {
+			t.Errorf("depth %d x block size %d: Validate = %v", c.depth, c.blockSize, err)
+		}
+	}
 }
 
 // A disk that does not answer must not hold a measurement much past its
@@ -160,5 +177,37 @@ func TestEngineStuck(t *testing.T) {
 	}
 	if took < 100*time.Millisecond+hangGrace || took > 100*time.Millisecond+hangGrace+300*time.Millisecond {
 		t.Errorf("gave up after %s; want the deadline plus %s", took, hangGrace)
+	}
+}
+
+// TestProcsRaiseOverlapping: two psync runs that overlap and end in
+// either order leave GOMAXPROCS as it was before the first began, and it
+// stays raised while either runs.
+func TestProcsRaiseOverlapping(t *testing.T) {
+	start := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(start)
+	for _, firstEndsFirst := range []bool{true, false} {
+		var r procsRaise
+		a := r.raise(start + 8)
+		b := r.raise(start + 4)
+		if got := runtime.GOMAXPROCS(0); got != start+8 {
+			t.Fatalf("both running: GOMAXPROCS %d, want %d", got, start+8)
+		}
+		if firstEndsFirst {
+			a()
+		} else {
+			b()
+		}
+		if got := runtime.GOMAXPROCS(0); got < start+4 {
+			t.Errorf("one still running: GOMAXPROCS %d, want at least %d", got, start+4)
+		}
+		if firstEndsFirst {
+			b()
+		} else {
+			a()
+		}
+		if got := runtime.GOMAXPROCS(0); got != start {
+			t.Errorf("first ends first %v: GOMAXPROCS %d after both, want %d", firstEndsFirst, got, start)
+		}
 	}
 }

@@ -105,6 +105,10 @@ func (o *Options) Validate() error {
 	}
 	if err := policy.CheckProbeBlockSize(uint64(o.BlockSize)); err != nil {
 		add("block size: %v", err)
+	} else if o.Depth >= 1 && o.Depth <= policy.ProbeMaxDepth {
+		if err := policy.CheckProbeInFlight(uint64(o.Depth), uint64(o.BlockSize)); err != nil {
+			add("depth and block size: %v", err)
+		}
 	}
 	switch o.Engine {
 	case "", EngineIOUring, EnginePsync:

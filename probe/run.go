@@ -188,16 +188,19 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 		}
 	}
 
+	// Everything that can fail before the restore below is armed comes
+	// before the record is saved: a record left with no restore armed
+	// would be "restored" later over whatever was set since.
+	before, err := readStat(t.FS, name)
+	if err != nil {
+		return nil, err
+	}
 	orig, err := readOriginals(t.FS, name)
 	if err != nil {
 		return nil, err
 	}
 	if err := orig.save(t.StateDir); err != nil {
 		return nil, fmt.Errorf("%s: recording the original settings before the first switch: %w", name, err)
-	}
-	before, err := readStat(t.FS, name)
-	if err != nil {
-		return nil, err
 	}
 	rep.ReadsBefore, rep.WritesBefore = before.Reads, before.Writes
 

@@ -206,10 +206,24 @@ func RecoverInterrupted(stateDir string, fs sysfs.FS) ([]Recovered, error) {
 	var out []Recovered
 	for _, p := range paths {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), "probe-"), ".originals.json")
-		if sysfs.ValidateName(name) != nil || !lockFree(stateDir, name) {
+		if sysfs.ValidateName(name) != nil {
 			continue
 		}
-		out = append(out, recoverOne(stateDir, fs, name))
+		// Recovery holds the disk's lock: a probe starting meanwhile
+		// would otherwise have its scheduler written and its record
+		// removed under it.
+		lk, err := takeLock(stateDir, name)
+		if err != nil {
+			var ref *Refusal
+			if errors.As(err, &ref) && ref.Busy {
+				continue
+			}
+			out = append(out, Recovered{Device: name, Err: err})
+			continue
+		}
+		r := recoverOne(stateDir, fs, name)
+		lk.release()
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -242,19 +242,33 @@ func sameMethod(a, b Method) bool {
 // Remember adds rec to probes.json, replacing any result of the same key
 // and method. The file is rewritten atomically under a lock, so probes of
 // several disks at once each keep their result.
+//
+// A probes.json that cannot be read is moved aside
+// (probes.json.unreadable-TIME) and rec starts a new one: kept in place,
+// it would fail every later Remember. rec is then stored, and the error
+// returned says what was moved where, for a warning.
 func (s *Store) Remember(rec Record) error {
 	unlock, err := s.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	recs, err := s.Records()
-	if err != nil {
-		return err
+	recs, rerr := s.Records()
+	var aside error
+	if rerr != nil {
+		to := fmt.Sprintf("%s.unreadable-%s", s.path, time.Now().UTC().Format("20060102T150405.000000000Z"))
+		if err := os.Rename(s.path, to); err != nil {
+			return fmt.Errorf("%w; moving it aside: %w", rerr, err)
+		}
+		aside = fmt.Errorf("earlier results unreadable (%w): moved aside to %s, this result starts a new file", rerr, to)
+		recs = nil
 	}
 	recs = slices.DeleteFunc(recs, func(r Record) bool { return r.Key == rec.Key && sameMethod(r.Method, rec.Method) })
 	recs = append(recs, rec)
-	return writeStore(s.path, recs)
+	if err := writeStore(s.path, recs); err != nil {
+		return errors.Join(aside, err)
+	}
+	return aside
 }
 
 // Export writes the remembered results to path, in the shape [daemon]

@@ -105,3 +105,38 @@ func TestStore(t *testing.T) {
 		t.Errorf("with a broken seeded file: %+v, %v", r, err)
 	}
 }
+
+// TestStoreUnreadable: an unreadable probes.json is moved aside once, with
+// an error saying where; the result is stored, and later ones work.
+func TestStoreUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	s := OpenStore(dir, nil)
+	garbage := []byte("{not json\n")
+	if err := os.WriteFile(s.Path(), garbage, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	method := Method{Engine: EnginePsync, Depth: 32, BlockSize: 4096, Candidates: []string{"none", "mq-deadline"}}
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	rec := func(dev string) Record {
+		return Record{Key: Key{Class: "virtio", Model: dev}, Device: dev, At: at, Method: method,
+			Figures: []Candidate{cand("mq-deadline", []float64{111e3}, []float64{50}), cand("none", []float64{143e3}, []float64{51})}}
+	}
+	err := s.Remember(rec("vdb"))
+	if err == nil || !strings.Contains(err.Error(), "moved aside to "+s.Path()+".unreadable-") {
+		t.Fatalf("Remember over an unreadable file = %v; want an error naming where it went", err)
+	}
+	aside, _ := filepath.Glob(s.Path() + ".unreadable-*")
+	if len(aside) != 1 {
+		t.Fatalf("moved aside: %v, want one file", aside)
+	}
+	if b, err := os.ReadFile(aside[0]); err != nil || string(b) != string(garbage) {
+		t.Errorf("%s holds %q, %v; want the unreadable contents", aside[0], b, err)
+	}
+	if err := s.Remember(rec("vdc")); err != nil {
+		t.Fatalf("second Remember: %v", err)
+	}
+	recs, err := s.Records()
+	if err != nil || len(recs) != 2 || recs[0].Device != "vdb" || recs[1].Device != "vdc" {
+		t.Fatalf("Records = %+v, %v; want vdb and vdc", recs, err)
+	}
+}
