@@ -21,7 +21,6 @@ var errProbing = errors.New("not written: a probe is measuring this disk (iosche
 
 func newApplyCmd(e *env) *cobra.Command {
 	var dryRun, asJSON bool
-	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "apply [DEVICE...]",
 		Short: "Make each disk's settings what the policy says, and print what was done",
@@ -51,7 +50,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 				res := apply.Result{Device: r.name, Outcomes: []apply.Outcome{}}
 				switch {
 				case r.plan.Empty():
-				case !dryRun && probe.Probing(stateDir, r.name):
+				case !dryRun && probe.Probing(e.stateDir, r.name):
 					// Two scheduler switches at once on one queue can
 					// crash the kernel, and the probe would put its
 					// originals back over these writes when it ends.
@@ -108,7 +107,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: show what would be written")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where probes keep their locks: a disk being probed is left alone")
+	cmd.Flags().StringVar(&e.stateDir, "state-dir", probe.DefaultStateDir, "where probes keep their locks: a disk being probed is left alone")
 	return cmd
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/iosched/iosched/devnode"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -132,7 +133,7 @@ func (e *env) assess(names []string, sc func(*policy.Policy) readScope, limit in
 			r.err = err
 			return
 		}
-		ev := p.Evaluate(dev)
+		ev := e.withProbeDecision(p, fs, dev, p.Evaluate(dev))
 		r.assessment = assessment{dev: dev, eval: ev, plan: plan.For(dev, ev)}
 		if then != nil {
 			then(r, disk)
@@ -265,4 +266,25 @@ func showFrom(c plan.Change) string {
 		return "(after " + c.After + ")"
 	}
 	return c.From
+}
+
+// withProbeDecision is ev with the scheduler a remembered or seeded probe
+// chose for dev, as the daemon applies it (probe.Report.Decided), so that
+// plan and apply agree with the daemon instead of undoing its choice. No
+// decision (or none to be read: plan's note says why): ev as it is.
+func (e *env) withProbeDecision(p *policy.Policy, fs sysfs.FS, dev *sysfs.Device, ev policy.Evaluation) policy.Evaluation {
+	pr, rule := p.ProbeFor(dev)
+	if pr == nil || dev.Scheduler == nil || e.stateDir == "" {
+		return ev
+	}
+	full, err := fs.Device(dev.Name) // the result's key: model, size, queues
+	if err != nil {
+		return ev
+	}
+	runner := &probe.Runner{FS: fs, DevDir: e.devDir, StateDir: e.stateDir, Store: probe.OpenStore(e.stateDir, p.Daemon.ProbeResults)}
+	rep, _ := runner.Lookup(full, probe.FromPolicy(pr), pr.MaxAge)
+	if rep == nil {
+		return ev
+	}
+	return rep.Decided(ev, rule)
 }

@@ -16,7 +16,6 @@ import (
 
 func newExplainCmd(e *env) *cobra.Command {
 	var asJSON bool
-	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "explain DEVICE",
 		Short: "Show a disk's facts, every rule's verdict on it, and where each final setting comes from",
@@ -37,8 +36,8 @@ func newExplainCmd(e *env) *cobra.Command {
 				return err
 			}
 			var pr probeShown
-			pr.Decision, pr.Err = probeNote(pol, fs, e.devDir, stateDir, a.dev, a.eval)
-			if rec, err := rememberedFor(fs, stateDir, a.dev); err != nil {
+			pr.Decision, pr.Err = probeNote(pol, fs, e.devDir, e.stateDir, a.dev, a.eval)
+			if rec, err := rememberedFor(fs, e.stateDir, a.dev); err != nil {
 				pr.Err = errors.Join(pr.Err, err)
 			} else if rec != nil {
 				pr.Remembered = recordLine(rec)
@@ -58,7 +57,7 @@ func newExplainCmd(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
+	cmd.Flags().StringVar(&e.stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
 	return cmd
 }
 

@@ -18,7 +18,6 @@ import (
 
 func newListCmd(e *env) *cobra.Command {
 	var asJSON bool
-	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "list [DEVICE...]",
 		Short: "Show every whole disk: class, driver, queues, scheduler, NOWAIT, size",
@@ -35,7 +34,7 @@ func newListCmd(e *env) *cobra.Command {
 				}
 				probes := map[string]*probe.Record{}
 				for _, d := range devs {
-					rec, err := rememberedFor(fs, stateDir, d)
+					rec, err := rememberedFor(fs, e.stateDir, d)
 					if err != nil {
 						skipped = append(skipped, "probe results: "+err.Error())
 						break
@@ -55,7 +54,7 @@ func newListCmd(e *env) *cobra.Command {
 				return err
 			}
 			if fs, err := e.fs(); err == nil {
-				renderRemembered(e.stdout, fs, stateDir, devs)
+				renderRemembered(e.stdout, fs, e.stateDir, devs)
 			}
 			for _, msg := range skipped {
 				fmt.Fprintf(e.stdout, "warning: %s\n", printable(msg))
@@ -64,7 +63,7 @@ func newListCmd(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results: each disk's is listed")
+	cmd.Flags().StringVar(&e.stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results: each disk's is listed")
 	return cmd
 }
 

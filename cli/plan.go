@@ -12,7 +12,6 @@ import (
 
 func newPlanCmd(e *env) *cobra.Command {
 	var asJSON, detailed bool
-	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "plan [DEVICE...]",
 		Short: "Show what apply would change on each disk, and why (writes nothing)",
@@ -43,7 +42,7 @@ when something would, 1 on error.`,
 				switch {
 				case r.err == nil:
 					plans = append(plans, r.plan)
-					note, err := probeNote(pol, fs, e.devDir, stateDir, r.dev, r.eval)
+					note, err := probeNote(pol, fs, e.devDir, e.stateDir, r.dev, r.eval)
 					if err != nil {
 						warnings = append(warnings, fmt.Sprintf("%s: probe results: %v", r.name, err))
 					}
@@ -86,7 +85,7 @@ when something would, 1 on error.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when something would change, 0 when nothing would")
-	cmd.Flags().StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
+	cmd.Flags().StringVar(&e.stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
 	return cmd
 }
 

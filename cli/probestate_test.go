@@ -89,6 +89,11 @@ func TestProbeShown(t *testing.T) {
 	if want := `  scheduler: probe decided none (rule "virtio disks"; probe: none 143K IOPS vs mq-deadline 111K (+29%), depth-1 p99 +2%; remembered 2026-11-30T12:00:00Z)`; !strings.Contains(string(out), want+"\n") {
 		t.Errorf("plan with a result: want %q in\n%s", want, out)
 	}
+	// The change planned is the decision, as the daemon would make it, not
+	// the rule's interim scheduler (plan and apply used to undo the probe).
+	if want := `  scheduler: mq-deadline -> none (rule "virtio disks (probe: none 143K IOPS vs mq-deadline 111K (+29%), depth-1 p99 +2%)")`; !strings.Contains(string(out), want+"\n") {
+		t.Errorf("plan with a result: want the change %q in\n%s", want, out)
+	}
 
 	out, errb, code = runMain(t, args("explain", "--state-dir", state, "vda")...)
 	if code != 0 {

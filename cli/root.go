@@ -22,10 +22,13 @@ type env struct {
 	devDir    string
 	policy    string
 	// root is where udev rules and tuned profiles are read (--root).
-	root   string
-	flags  *pflag.FlagSet // the global flags, to tell which were given
-	stdout io.Writer
-	stderr io.Writer
+	root  string
+	flags *pflag.FlagSet // the global flags, to tell which were given
+	// stateDir is where the daemon remembers probe results and probes keep
+	// their locks: the --state-dir of plan, apply, explain and list.
+	stateDir string
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 func (e *env) fs() (sysfs.FS, error) { return sysfs.NewFS(e.sysfsRoot) }
