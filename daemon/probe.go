@@ -331,6 +331,18 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 		for slices.Contains(d.queue.busy(), name) && ctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
+		if ctx.Err() != nil {
+			// Stopped while a pass may still be writing the disk:
+			// probing now could switch its scheduler at the same time.
+			d.probes.endMeasuring(name)
+			d.log.Info("probe cancelled before it started", "device", name, "rule", rule)
+			<-slots
+			d.probes.mu.Lock()
+			dp.state.Status = "cancelled"
+			d.probes.mu.Unlock()
+			d.queue.kick(name, full, nil, nil)
+			return
+		}
 		d.log.Info("probe started", "device", name, "rule", rule, "budget", need)
 		start := time.Now()
 		rep, err := runner.Probe(ctx, name, o, false, maxAge)
