@@ -239,11 +239,15 @@ func (o *originals) write(b []byte, empty bool) error {
 		return o.frozen
 	}
 	if empty {
-		err := errors.Join(os.Remove(o.path), os.Remove(o.prev))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+		// Each removal on its own: a joined error would count as
+		// missing when only one of the two files is.
+		var errs []error
+		for _, p := range []string{o.path, o.prev} {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 	if err := os.Remove(o.prev); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
