@@ -93,7 +93,10 @@ func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error
 		o.adopt(prev)
 		log.Warn("original values read from the previous generation", "file", o.prev, "disks", len(o.disks))
 	}
-	names, _ := fs.Disks()
+	names, err := fs.Disks()
+	if err != nil {
+		log.Error("listing the disks to mark those without a record as suspect", "error", err)
+	}
 	o.suspect = map[string]string{}
 	for _, n := range names {
 		if o.disks[n] == nil {
