@@ -139,6 +139,10 @@ type Daemon struct {
 	stopOps        context.CancelFunc
 	metricsWriting bool            // the writer task runs; the loop's
 	policyChanged  <-chan struct{} // the policy's files changed; nil: not followed
+	// policyFollowed: the policy follower runs (set before it starts,
+	// cleared when it stops on an error; policyChanged then stays set
+	// but never fires).
+	policyFollowed atomic.Bool
 
 	changed   chan struct{} // the state file is out of date
 	scanDone  chan scanResult
