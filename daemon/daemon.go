@@ -480,15 +480,15 @@ func (d *Daemon) ueventSource(pol *policy.Policy) string {
 }
 
 // checkUdev warns, in the log once and in the state for as long as it
-// lasts, when the daemon listens to udevd's events and no udevd runs (its
-// control socket is absent): hot-plugged disks would go unnoticed until the
+// lasts, when the daemon listens to udevd's events and no udevd runs (none
+// of its events lately, and its control socket absent: noUdevd): hot-plugged disks would go unnoticed until the
 // next reconcile or rescan.
 func (d *Daemon) checkUdev() {
 	pol := d.policy.Load()
 	if pol == nil || d.ueventSource(pol) != "udev" {
 		return
 	}
-	_, err := os.Stat(d.cfg.UdevControl)
+	err := d.noUdevd()
 	msg := ""
 	if err != nil {
 		msg = fmt.Sprintf("uevent_source is udev, but no udevd runs (%s: %v): disks that appear or change are not seen until the next reconcile", d.cfg.UdevControl, errors.Unwrap(err))

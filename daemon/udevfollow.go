@@ -15,7 +15,6 @@ import (
 	"encoding/binary"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,10 +38,8 @@ type udevFollow struct {
 	root string // where the rules are read
 	// heard is when udevd's last event came (UnixNano): udevd runs.
 	heard atomic.Int64
-	// control: udevd's control socket was there when last looked for,
-	// at checked (UnixNano).
-	control atomic.Bool
-	checked atomic.Int64
+	// control is the last look for udevd's control socket.
+	control atomic.Pointer[controlCheck]
 
 	mu     sync.Mutex
 	rules  *writers.Set
@@ -177,7 +174,7 @@ const udevdGrace = 2 * time.Second
 // impossible to remove. udevd's processed event brings the pass that
 // writes; if none comes within udevdGrace, a pass is asked for anyway.
 func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
-	if !j.kernelEvent || j.afterUdev || d.follow.events == nil || !d.udevdRuns() {
+	if !j.kernelEvent || j.afterUdev || d.follow.events == nil || d.noUdevd() != nil {
 		return false
 	}
 	rules := d.udevRules()
@@ -209,22 +206,31 @@ func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	return true
 }
 
-// udevdRuns tells whether udevd runs: its event came in the last ten
-// minutes, or its control socket exists. The socket is looked for at most
-// once a second, so a burst of new disks costs no system call more.
-func (d *Daemon) udevdRuns() bool {
+// controlCheck is a look for udevd's control socket: when, and why it was
+// not there (nil: it was).
+type controlCheck struct {
+	at  time.Time
+	err error
+}
+
+// noUdevd tells whether udevd runs (nil) or why it seems not to: udevd
+// runs when its event came in the last ten minutes, or its control socket
+// (Config.UdevControl) exists. The socket is looked for at most once a
+// second, so a burst of new disks costs no system call more. It is the one
+// answer for both the pass that leaves a disk to udevd and the warning
+// that no udevd runs.
+func (d *Daemon) noUdevd() error {
 	f := &d.follow
 	now := time.Now()
 	if t := f.heard.Load(); t != 0 && now.Sub(time.Unix(0, t)) < 10*time.Minute {
-		return true
+		return nil
 	}
-	if t := f.checked.Load(); t != 0 && now.Sub(time.Unix(0, t)) < time.Second {
-		return f.control.Load()
+	if c := f.control.Load(); c != nil && now.Sub(c.at) < time.Second {
+		return c.err
 	}
-	_, err := os.Stat(filepath.Join(f.root, "/run/udev/control"))
-	f.control.Store(err == nil)
-	f.checked.Store(now.UnixNano())
-	return err == nil
+	_, err := os.Stat(d.cfg.UdevControl)
+	f.control.Store(&controlCheck{at: now, err: err})
+	return err
 }
 
 // udevRules returns the udev rules, read when they were not in the last
