@@ -569,6 +569,7 @@ func (d *Daemon) stop() error {
 			writing = d.queue.busy()
 		}
 	}
+	d.follow.stopGraces() // no pass is asked for after Run
 	if d.policy.Load().Daemon.RestoreOnExit && d.orig != nil {
 		d.restore(writing)
 	}

@@ -44,6 +44,53 @@ type udevFollow struct {
 	mu     sync.Mutex
 	rules  *writers.Set
 	loaded time.Time
+
+	// graces are the udevdGrace timers pending, stopped (and those
+	// firing waited for) by stopGraces, so none fires after Run.
+	graceMu     sync.Mutex
+	graces      map[*time.Timer]struct{}
+	gracesEnded bool
+	graceFiring sync.WaitGroup
+}
+
+// afterGrace runs fn after wait, unless stopGraces comes first.
+func (f *udevFollow) afterGrace(wait time.Duration, fn func()) {
+	f.graceMu.Lock()
+	defer f.graceMu.Unlock()
+	if f.gracesEnded {
+		return
+	}
+	if f.graces == nil {
+		f.graces = map[*time.Timer]struct{}{}
+	}
+	var t *time.Timer
+	t = time.AfterFunc(wait, func() {
+		f.graceMu.Lock()
+		delete(f.graces, t)
+		ended := f.gracesEnded
+		if !ended {
+			f.graceFiring.Add(1)
+		}
+		f.graceMu.Unlock()
+		if !ended {
+			fn()
+			f.graceFiring.Done()
+		}
+	})
+	f.graces[t] = struct{}{}
+}
+
+// stopGraces stops the pending grace timers, waits for any firing, and
+// refuses new ones.
+func (f *udevFollow) stopGraces() {
+	f.graceMu.Lock()
+	f.gracesEnded = true
+	for t := range f.graces {
+		t.Stop()
+	}
+	f.graces = nil
+	f.graceMu.Unlock()
+	f.graceFiring.Wait()
 }
 
 // rulesMaxAge bounds how long rules read for a log line are trusted: an
@@ -201,7 +248,7 @@ func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	if grace <= 0 {
 		grace = udevdGrace
 	}
-	time.AfterFunc(grace, func() { d.queue.kick(name, settingsOnly, nil, nil) })
+	d.follow.afterGrace(grace, func() { d.queue.kick(name, settingsOnly, nil, nil) })
 	d.log.Debug("left to udevd first: its rules write what the policy sets", "device", name, "udev_rule", strings.Join(found, ", "))
 	return true
 }

@@ -206,3 +206,22 @@ func TestNoUdevd(t *testing.T) {
 		t.Errorf("udevd's event just heard: %v", err)
 	}
 }
+
+// A grace timer pending at stop never fires, nor does one asked for after.
+func TestGraceTimersStopped(t *testing.T) {
+	var f udevFollow
+	fired := make(chan string, 3)
+	f.afterGrace(time.Millisecond, func() { fired <- "before" })
+	f.afterGrace(200*time.Millisecond, func() { fired <- "pending" })
+	if got := <-fired; got != "before" {
+		t.Fatalf("fired %s first", got)
+	}
+	f.stopGraces()
+	f.afterGrace(time.Millisecond, func() { fired <- "after" })
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case got := <-fired:
+		t.Errorf("%s fired after stopGraces", got)
+	default:
+	}
+}
