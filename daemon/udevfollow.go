@@ -218,7 +218,8 @@ const udevdGrace = 2 * time.Second
 // each way, and race udevd's own write: two scheduler switches at once on
 // one queue oopsed kernel 6.18.44 in blk_mq_free_rqs (sysfs: "cannot
 // create duplicate filename .../queue/iosched") and left the disk
-// impossible to remove. udevd's processed event brings the pass that
+// impossible to remove (contrib/bench/README.md, "Two scheduler switches
+// at once on one queue oops this kernel"). udevd's processed event brings the pass that
 // writes; if none comes within udevdGrace, a pass is asked for anyway.
 func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	if !j.kernelEvent || j.afterUdev || d.follow.events == nil || d.noUdevd() != nil {
