@@ -14,8 +14,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
-	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,52 +154,14 @@ func parseUdevdEvent(raw []byte) (event, bool) {
 		return event{}, false
 	}
 	var v ueventVars
-	rest := raw[off:]
-	for len(rest) > 0 {
-		field, after, ok := bytes.Cut(rest, []byte{0})
-		if !ok {
-			return event{}, false
-		}
-		rest = after
-		key, value, ok := bytes.Cut(field, []byte("="))
-		if !ok {
-			return event{}, false
-		}
-		var dst *string
-		switch string(key) {
-		case "ACTION":
-			dst = &v.action
-		case "SUBSYSTEM":
-			dst = &v.subsystem
-		case "DEVTYPE":
-			dst = &v.devtype
-		case "DEVPATH":
-			dst = &v.devpath
-		case "MAJOR":
-			dst = &v.major
-		case "MINOR":
-			dst = &v.minor
-		case "DISKSEQ":
-			dst = &v.diskseq
-		default:
-			continue
-		}
-		*dst = string(value)
-	}
-	if v.subsystem != "block" || v.devtype != "disk" || (v.action != "add" && v.action != "change") {
+	if v.scan(raw[off:], true) != nil || (v.action != "add" && v.action != "change") {
 		return event{}, false
 	}
-	name := path.Base(v.devpath)
-	if sysfs.ValidateName(name) != nil || name == "/" {
+	ev, ok, err := v.diskEvent()
+	if !ok || err != nil {
 		return event{}, false
 	}
-	ev := event{action: v.action, name: name, udevDone: true}
-	if v.major != "" && v.minor != "" {
-		mm, err := sysfs.ParseMajorMinor(v.major + ":" + v.minor)
-		if _, serr := strconv.ParseUint(v.diskseq, 10, 64); err == nil && (v.diskseq == "" || serr == nil) {
-			ev.ident = sysfs.Ident{MajorMinor: mm, DiskSeq: v.diskseq}
-		}
-	}
+	ev.udevDone = true
 	return ev, true
 }
 
