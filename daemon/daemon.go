@@ -139,6 +139,10 @@ type Daemon struct {
 	stopOps        context.CancelFunc
 	metricsWriting bool            // the writer task runs; the loop's
 	policyChanged  <-chan struct{} // the policy's files changed; nil: not followed
+	// policyFollowed: the policy follower runs (set before it starts,
+	// cleared when it stops on an error; policyChanged then stays set
+	// but never fires).
+	policyFollowed atomic.Bool
 
 	changed   chan struct{} // the state file is out of date
 	scanDone  chan scanResult
@@ -476,15 +480,15 @@ func (d *Daemon) ueventSource(pol *policy.Policy) string {
 }
 
 // checkUdev warns, in the log once and in the state for as long as it
-// lasts, when the daemon listens to udevd's events and no udevd runs (its
-// control socket is absent): hot-plugged disks would go unnoticed until the
+// lasts, when the daemon listens to udevd's events and no udevd runs (none
+// of its events lately, and its control socket absent: noUdevd): hot-plugged disks would go unnoticed until the
 // next reconcile or rescan.
 func (d *Daemon) checkUdev() {
 	pol := d.policy.Load()
 	if pol == nil || d.ueventSource(pol) != "udev" {
 		return
 	}
-	_, err := os.Stat(d.cfg.UdevControl)
+	err := d.noUdevd()
 	msg := ""
 	if err != nil {
 		msg = fmt.Sprintf("uevent_source is udev, but no udevd runs (%s: %v): disks that appear or change are not seen until the next reconcile", d.cfg.UdevControl, errors.Unwrap(err))
@@ -565,6 +569,7 @@ func (d *Daemon) stop() error {
 			writing = d.queue.busy()
 		}
 	}
+	d.follow.stopGraces() // no pass is asked for after Run
 	if d.policy.Load().Daemon.RestoreOnExit && d.orig != nil {
 		d.restore(writing)
 	}

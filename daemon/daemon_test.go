@@ -419,6 +419,47 @@ func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
 	}
 }
 
+// A stop does not restore a disk a probe holds (here a CLI probe's lock):
+// the restore would switch the scheduler while the probe does. Its
+// originals stay remembered for the next daemon.
+func TestRestoreOnExitSkipsDisksAProbeHolds(t *testing.T) {
+	r, _ := fakeDaemon(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), "loop20000", "loop20001")
+	if err := os.MkdirAll(r.stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(r.stateDir, "probe-loop20000.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.attr(t, "loop20001", "scheduler"); s != "none" {
+		t.Errorf("loop20001: scheduler %s, want none restored", s)
+	}
+	if s := r.attr(t, "loop20000", "scheduler"); s != "mq-deadline" {
+		t.Errorf("loop20000, held by a probe at stop: scheduler %s, want mq-deadline left alone", s)
+	}
+	if len(r.log.lines("level=WARN", "not restored", "a probe holds it", "device=loop20000")) != 1 {
+		t.Errorf("the disk left unrestored was not logged:\n%s", r.log)
+	}
+	saved, err := os.ReadFile(filepath.Join(r.stateDir, "originals.json"))
+	if err != nil {
+		t.Fatalf("originals file: %v", err)
+	}
+	var f originalsFile
+	if err := json.Unmarshal(saved, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Disks["loop20000"] == nil || f.Disks["loop20001"] != nil {
+		t.Errorf("originals file after stop = %s, want loop20000's only", saved)
+	}
+}
+
 // Two SIGHUPs close together: systemd hears READY=1 once the second one's
 // policy is in force on every disk, not when the first one's re-plan ends.
 // An invalid policy in between does not cut the valid one's re-plan short.

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -182,6 +183,9 @@ func (d *Daemon) takeReloadRequests() []string {
 	dir := statefile.ReloadRequestDir(d.cfg.RuntimeDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			d.log.Error("reading the reload requests; they stay unanswered", "dir", dir, "error", err)
+		}
 		return nil
 	}
 	var ids []string

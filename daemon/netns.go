@@ -12,8 +12,11 @@ import (
 // cannot arrive: the daemon runs in a network namespace of its own.
 var ErrUdevUnreachable = errors.New("udev mode cannot work in a private network namespace")
 
-// initNetNSInode is the initial network namespace's inode number, fixed
-// since Linux 6.x (include/linux/proc_ns.h, PROC_NET_INIT_INO).
+// initNetNSInode is the initial network namespace's inode number on
+// kernels that fix it (include/linux/proc_ns.h, PROC_NET_INIT_INO). A
+// kernel that numbers it otherwise does no harm: privateNetNS then
+// compares with init's namespace, or failing that looks for an interface
+// other than loopback.
 const initNetNSInode = 0xEFFFFFF9
 
 // privateNetNS reports whether this process runs in a network namespace

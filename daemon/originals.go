@@ -93,7 +93,10 @@ func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error
 		o.adopt(prev)
 		log.Warn("original values read from the previous generation", "file", o.prev, "disks", len(o.disks))
 	}
-	names, _ := fs.Disks()
+	names, err := fs.Disks()
+	if err != nil {
+		log.Error("listing the disks to mark those without a record as suspect", "error", err)
+	}
 	o.suspect = map[string]string{}
 	for _, n := range names {
 		if o.disks[n] == nil {
@@ -239,11 +242,15 @@ func (o *originals) write(b []byte, empty bool) error {
 		return o.frozen
 	}
 	if empty {
-		err := errors.Join(os.Remove(o.path), os.Remove(o.prev))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+		// Each removal on its own: a joined error would count as
+		// missing when only one of the two files is.
+		var errs []error
+		for _, p := range []string{o.path, o.prev} {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 	if err := os.Remove(o.prev); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -351,8 +358,11 @@ func (o *originals) plans() []plan.Device {
 }
 
 // restore puts back the original values of every disk but those in
-// writing (their pass is still running), then forgets those it restored.
-// The others stay in the originals file for the next daemon to restore. A
+// writing (their pass is still running) and those a probe holds (the
+// daemon's own, or a CLI probe's lock: it switches the scheduler, and two
+// switches at once on one queue must never happen), then forgets those it
+// restored. The others stay in the originals file for the next daemon to
+// restore. A
 // disk with unknown values counts as failed: what is known of it is put
 // back, the rest cannot be.
 func (d *Daemon) restore(writing []string) {
@@ -362,6 +372,10 @@ func (d *Daemon) restore(writing []string) {
 	plans = slices.DeleteFunc(plans, func(p plan.Device) bool {
 		if slices.Contains(writing, p.Name) {
 			d.log.Warn("not restored: its pass is still writing; its original values stay remembered", "device", p.Name)
+			return true
+		}
+		if d.probeHolds(p.Name) {
+			d.log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
 			return true
 		}
 		return false
@@ -394,7 +408,7 @@ func (d *Daemon) restore(writing []string) {
 		}
 	}
 	for name, attrs := range unknown {
-		if !slices.ContainsFunc(plans, func(p plan.Device) bool { return p.Name == name }) && !slices.Contains(writing, name) {
+		if !slices.ContainsFunc(plans, func(p plan.Device) bool { return p.Name == name }) && !slices.Contains(writing, name) && !d.probeHolds(name) {
 			failed++ // no plan: nothing known to put back
 		}
 		d.log.Error("not restored: the original values are unknown (their record was unreadable)", "device", name, "attributes", strings.Join(attrs, ","))
@@ -402,7 +416,7 @@ func (d *Daemon) restore(writing []string) {
 	if err := d.orig.save(); err != nil {
 		d.log.Error("writing the original values file", "error", err)
 	}
-	d.log.Info("original values restored", "disks", restored, "failed", failed, "still_writing", all-len(plans))
+	d.log.Info("original values restored", "disks", restored, "failed", failed, "skipped", all-len(plans))
 }
 
 func bootID() string {

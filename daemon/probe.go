@@ -23,8 +23,10 @@ import (
 //
 // A probe switches the disk's scheduler back and forth, so while one runs
 // the daemon writes nothing to that disk: its passes are skipped. Two
-// scheduler switches at once on one queue must never happen: on Linux 6.18
-// they crashed the kernel (general protection fault in blk_mq_free_rqs).
+// scheduler switches at once on one queue must never happen: on kernel
+// 6.18.44 they oopsed it (general protection fault in blk_mq_free_rqs; see
+// contrib/bench/README.md, "Two scheduler switches at once on one queue
+// oops this kernel").
 
 const schedulerAttr = "scheduler"
 
@@ -330,6 +332,18 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 		// Passes now skip the disk; wait for one already running.
 		for slices.Contains(d.queue.busy(), name) && ctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			// Stopped while a pass may still be writing the disk:
+			// probing now could switch its scheduler at the same time.
+			d.probes.endMeasuring(name)
+			d.log.Info("probe cancelled before it started", "device", name, "rule", rule)
+			<-slots
+			d.probes.mu.Lock()
+			dp.state.Status = "cancelled"
+			d.probes.mu.Unlock()
+			d.queue.kick(name, full, nil, nil)
+			return
 		}
 		d.log.Info("probe started", "device", name, "rule", rule, "budget", need)
 		start := time.Now()

@@ -14,9 +14,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
-	"path"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,14 +36,59 @@ type udevFollow struct {
 	root string // where the rules are read
 	// heard is when udevd's last event came (UnixNano): udevd runs.
 	heard atomic.Int64
-	// control: udevd's control socket was there when last looked for,
-	// at checked (UnixNano).
-	control atomic.Bool
-	checked atomic.Int64
+	// control is the last look for udevd's control socket.
+	control atomic.Pointer[controlCheck]
 
 	mu     sync.Mutex
 	rules  *writers.Set
 	loaded time.Time
+
+	// graces are the udevdGrace timers pending, stopped (and those
+	// firing waited for) by stopGraces, so none fires after Run.
+	graceMu     sync.Mutex
+	graces      map[*time.Timer]struct{}
+	gracesEnded bool
+	graceFiring sync.WaitGroup
+}
+
+// afterGrace runs fn after wait, unless stopGraces comes first.
+func (f *udevFollow) afterGrace(wait time.Duration, fn func()) {
+	f.graceMu.Lock()
+	defer f.graceMu.Unlock()
+	if f.gracesEnded {
+		return
+	}
+	if f.graces == nil {
+		f.graces = map[*time.Timer]struct{}{}
+	}
+	var t *time.Timer
+	t = time.AfterFunc(wait, func() {
+		f.graceMu.Lock()
+		delete(f.graces, t)
+		ended := f.gracesEnded
+		if !ended {
+			f.graceFiring.Add(1)
+		}
+		f.graceMu.Unlock()
+		if !ended {
+			fn()
+			f.graceFiring.Done()
+		}
+	})
+	f.graces[t] = struct{}{}
+}
+
+// stopGraces stops the pending grace timers, waits for any firing, and
+// refuses new ones.
+func (f *udevFollow) stopGraces() {
+	f.graceMu.Lock()
+	f.gracesEnded = true
+	for t := range f.graces {
+		t.Stop()
+	}
+	f.graces = nil
+	f.graceMu.Unlock()
+	f.graceFiring.Wait()
 }
 
 // rulesMaxAge bounds how long rules read for a log line are trusted: an
@@ -112,52 +154,14 @@ func parseUdevdEvent(raw []byte) (event, bool) {
 		return event{}, false
 	}
 	var v ueventVars
-	rest := raw[off:]
-	for len(rest) > 0 {
-		field, after, ok := bytes.Cut(rest, []byte{0})
-		if !ok {
-			return event{}, false
-		}
-		rest = after
-		key, value, ok := bytes.Cut(field, []byte("="))
-		if !ok {
-			return event{}, false
-		}
-		var dst *string
-		switch string(key) {
-		case "ACTION":
-			dst = &v.action
-		case "SUBSYSTEM":
-			dst = &v.subsystem
-		case "DEVTYPE":
-			dst = &v.devtype
-		case "DEVPATH":
-			dst = &v.devpath
-		case "MAJOR":
-			dst = &v.major
-		case "MINOR":
-			dst = &v.minor
-		case "DISKSEQ":
-			dst = &v.diskseq
-		default:
-			continue
-		}
-		*dst = string(value)
-	}
-	if v.subsystem != "block" || v.devtype != "disk" || (v.action != "add" && v.action != "change") {
+	if v.scan(raw[off:], true) != nil || (v.action != "add" && v.action != "change") {
 		return event{}, false
 	}
-	name := path.Base(v.devpath)
-	if sysfs.ValidateName(name) != nil || name == "/" {
+	ev, ok, err := v.diskEvent()
+	if !ok || err != nil {
 		return event{}, false
 	}
-	ev := event{action: v.action, name: name, udevDone: true}
-	if v.major != "" && v.minor != "" {
-		mm, err := sysfs.ParseMajorMinor(v.major + ":" + v.minor)
-		if _, serr := strconv.ParseUint(v.diskseq, 10, 64); err == nil && (v.diskseq == "" || serr == nil) {
-			ev.ident = sysfs.Ident{MajorMinor: mm, DiskSeq: v.diskseq}
-		}
-	}
+	ev.udevDone = true
 	return ev, true
 }
 
@@ -174,10 +178,11 @@ const udevdGrace = 2 * time.Second
 // each way, and race udevd's own write: two scheduler switches at once on
 // one queue oopsed kernel 6.18.44 in blk_mq_free_rqs (sysfs: "cannot
 // create duplicate filename .../queue/iosched") and left the disk
-// impossible to remove. udevd's processed event brings the pass that
+// impossible to remove (contrib/bench/README.md, "Two scheduler switches
+// at once on one queue oops this kernel"). udevd's processed event brings the pass that
 // writes; if none comes within udevdGrace, a pass is asked for anyway.
 func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
-	if !j.kernelEvent || j.afterUdev || d.follow.events == nil || !d.udevdRuns() {
+	if !j.kernelEvent || j.afterUdev || d.follow.events == nil || d.noUdevd() != nil {
 		return false
 	}
 	rules := d.udevRules()
@@ -204,27 +209,36 @@ func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	if grace <= 0 {
 		grace = udevdGrace
 	}
-	time.AfterFunc(grace, func() { d.queue.kick(name, settingsOnly, nil, nil) })
+	d.follow.afterGrace(grace, func() { d.queue.kick(name, settingsOnly, nil, nil) })
 	d.log.Debug("left to udevd first: its rules write what the policy sets", "device", name, "udev_rule", strings.Join(found, ", "))
 	return true
 }
 
-// udevdRuns tells whether udevd runs: its event came in the last ten
-// minutes, or its control socket exists. The socket is looked for at most
-// once a second, so a burst of new disks costs no system call more.
-func (d *Daemon) udevdRuns() bool {
+// controlCheck is a look for udevd's control socket: when, and why it was
+// not there (nil: it was).
+type controlCheck struct {
+	at  time.Time
+	err error
+}
+
+// noUdevd tells whether udevd runs (nil) or why it seems not to: udevd
+// runs when its event came in the last ten minutes, or its control socket
+// (Config.UdevControl) exists. The socket is looked for at most once a
+// second, so a burst of new disks costs no system call more. It is the one
+// answer for both the pass that leaves a disk to udevd and the warning
+// that no udevd runs.
+func (d *Daemon) noUdevd() error {
 	f := &d.follow
 	now := time.Now()
 	if t := f.heard.Load(); t != 0 && now.Sub(time.Unix(0, t)) < 10*time.Minute {
-		return true
+		return nil
 	}
-	if t := f.checked.Load(); t != 0 && now.Sub(time.Unix(0, t)) < time.Second {
-		return f.control.Load()
+	if c := f.control.Load(); c != nil && now.Sub(c.at) < time.Second {
+		return c.err
 	}
-	_, err := os.Stat(filepath.Join(f.root, "/run/udev/control"))
-	f.control.Store(err == nil)
-	f.checked.Store(now.UnixNano())
-	return err == nil
+	_, err := os.Stat(d.cfg.UdevControl)
+	f.control.Store(&controlCheck{at: now, err: err})
+	return err
 }
 
 // udevRules returns the udev rules, read when they were not in the last

@@ -180,3 +180,48 @@ func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
 	}
 
 }
+
+// One answer to "does udevd run": its control socket at Config.UdevControl
+// (looked for at most once a second), or an event heard lately.
+func TestNoUdevd(t *testing.T) {
+	control := filepath.Join(t.TempDir(), "control")
+	d := &Daemon{cfg: Config{UdevControl: control}}
+	if err := d.noUdevd(); err == nil {
+		t.Error("no control socket, nothing heard: udevd said to run")
+	}
+	writeFile(t, control, "")
+	if err := d.noUdevd(); err == nil {
+		t.Error("looked for again within a second: the last look not used")
+	}
+	d.follow.control.Store(nil)
+	if err := d.noUdevd(); err != nil {
+		t.Errorf("control socket present: %v", err)
+	}
+	if err := os.Remove(control); err != nil {
+		t.Fatal(err)
+	}
+	d.follow.control.Store(nil)
+	d.follow.heard.Store(time.Now().UnixNano())
+	if err := d.noUdevd(); err != nil {
+		t.Errorf("udevd's event just heard: %v", err)
+	}
+}
+
+// A grace timer pending at stop never fires, nor does one asked for after.
+func TestGraceTimersStopped(t *testing.T) {
+	var f udevFollow
+	fired := make(chan string, 3)
+	f.afterGrace(time.Millisecond, func() { fired <- "before" })
+	f.afterGrace(200*time.Millisecond, func() { fired <- "pending" })
+	if got := <-fired; got != "before" {
+		t.Fatalf("fired %s first", got)
+	}
+	f.stopGraces()
+	f.afterGrace(time.Millisecond, func() { fired <- "after" })
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case got := <-fired:
+		t.Errorf("%s fired after stopGraces", got)
+	default:
+	}
+}

@@ -79,12 +79,21 @@ func parseEvent(raw []byte, udev bool) (event, bool, error) {
 			return event{}, false, err
 		}
 	}
-	if v.subsystem != "block" || v.devtype != "disk" {
-		return event{}, false, nil
-	}
 	switch netlink.KObjAction(v.action) {
 	case netlink.ADD, netlink.CHANGE, netlink.REMOVE:
 	default:
+		return event{}, false, nil
+	}
+	ev, ok, err := v.diskEvent()
+	ev.props = env
+	return ev, ok, err
+}
+
+// diskEvent is the event of a whole disk these variables describe (false
+// for anything else), named after its DEVPATH (the header's when there is
+// none) and with its identity when MAJOR and MINOR are there.
+func (v ueventVars) diskEvent() (event, bool, error) {
+	if v.subsystem != "block" || v.devtype != "disk" {
 		return event{}, false, nil
 	}
 	devpath := v.devpath
@@ -97,7 +106,7 @@ func parseEvent(raw []byte, udev bool) (event, bool, error) {
 	if sysfs.ValidateName(name) != nil || name == "/" {
 		return event{}, false, fmt.Errorf("uevent with unusable DEVPATH %q", devpath)
 	}
-	ev := event{action: v.action, name: name, props: env}
+	ev := event{action: v.action, name: name}
 	if v.major != "" && v.minor != "" {
 		mm, err := sysfs.ParseMajorMinor(v.major + ":" + v.minor)
 		if _, serr := strconv.ParseUint(v.diskseq, 10, 64); err == nil && (v.diskseq == "" || serr == nil) {
@@ -130,17 +139,31 @@ func scanKernelUEvent(raw []byte) (ueventVars, error) {
 		return v, netlink.ErrWrongUEventFormat
 	}
 	v.action, v.kobj = string(action), string(kobj)
-	for len(rest) > 0 {
-		var field []byte
-		if field, rest, ok = bytes.Cut(rest, []byte{0}); !ok {
-			return v, netlink.ErrWrongUEventFormat // no terminating NUL
+	err := v.scan(rest, false)
+	return v, err
+}
+
+// scan reads the variables the daemon uses from NUL-terminated KEY=value
+// strings, in place: only the values kept are copied. ACTION is read only
+// when withAction (udevd's messages have no header that names it).
+func (v *ueventVars) scan(vars []byte, withAction bool) error {
+	for len(vars) > 0 {
+		field, rest, ok := bytes.Cut(vars, []byte{0})
+		if !ok {
+			return netlink.ErrWrongUEventFormat // no terminating NUL
 		}
+		vars = rest
 		key, value, ok := bytes.Cut(field, []byte("="))
 		if !ok {
-			return v, netlink.ErrWrongUEventFormat
+			return netlink.ErrWrongUEventFormat
 		}
 		var dst *string
 		switch string(key) { // no allocation: the compiler compares in place
+		case "ACTION":
+			if !withAction {
+				continue
+			}
+			dst = &v.action
 		case "SUBSYSTEM":
 			dst = &v.subsystem
 		case "DEVTYPE":
@@ -158,7 +181,7 @@ func scanKernelUEvent(raw []byte) (ueventVars, error) {
 		}
 		*dst = string(value)
 	}
-	return v, nil
+	return nil
 }
 
 // netlinkConn is the real socket: a non-blocking netlink socket on Go's

@@ -249,3 +249,19 @@ func FuzzScanKernelUEvent(f *testing.F) {
 		}
 	})
 }
+
+// Both parsers copy only the values they keep: a burst of 1000 new disks
+// brings 2000 events, and a map of every variable (go-udev's ParseUEvent)
+// would be kilobytes each. The bounds are what the shared scanner
+// allocates (go test -run TestParseAllocs ./daemon; 7 and 6 when it was
+// introduced).
+func TestParseAllocs(t *testing.T) {
+	k := []byte("change@/devices/virtual/block/loop7\x00ACTION=change\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=7\x00DEVTYPE=disk\x00DISKSEQ=42\x00")
+	u := udevdMsg("change", "loop20000", "disk")
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = parseEvent(k, false) }); n > 7 {
+		t.Errorf("kernel uevent: %v allocations, want at most 7", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = parseUdevdEvent(u) }); n > 6 {
+		t.Errorf("udevd event: %v allocations, want at most 6", n)
+	}
+}

@@ -19,9 +19,12 @@ func (d *Daemon) followPolicy() {
 		return
 	}
 	d.policyChanged = w.Changed()
+	d.policyFollowed.Store(true)
 	d.goTask(func() {
 		if err := w.Run(d.opsCtx); err != nil {
+			d.policyFollowed.Store(false)
 			d.log.Error("following the policy files stopped; reload with SIGHUP", "error", err)
+			d.markChanged()
 		}
 	})
 }
