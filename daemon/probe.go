@@ -218,23 +218,7 @@ func (d *Daemon) withProbe(pol *policy.Policy, dev *sysfs.Device, ev policy.Eval
 	if rep == nil {
 		return ev
 	}
-	return decided(ev, rule, rep)
-}
-
-// decided is ev with the scheduler the probe chose, the probe's provenance
-// as its rule.
-func decided(ev policy.Evaluation, rule string, rep *probe.Report) policy.Evaluation {
-	s := policy.Setting{Attribute: schedulerAttr, Values: []string{rep.Winner}, Rule: rule + " (" + rep.Provenance + ")"}
-	settings := slices.Clone(ev.Settings)
-	i := slices.IndexFunc(settings, func(x policy.Setting) bool { return x.Attribute == s.Attribute })
-	if i >= 0 {
-		s.Overrode = slices.Concat(settings[i].Overrode, []string{settings[i].Rule})
-		settings[i] = s
-	} else {
-		settings = slices.Insert(settings, 0, s) // the scheduler is written first
-	}
-	ev.Settings = settings
-	return ev
+	return rep.Decided(ev, rule)
 }
 
 // lookUpProbe finds the disk's remembered or seeded decision, else queues
