@@ -86,7 +86,10 @@ func (d *Daemon) pass(name string, j job) {
 	}
 	ev = d.withProbe(pol, dev, ev)
 	p := plan.For(dev, ev)
-	if rec.refused != nil {
+	// A pass udevd's processed event asked for retries what was held: a
+	// value not kept before may have been a udev rule's write racing ours,
+	// not the kernel's refusal, and udevd is done with the disk now.
+	if rec.refused != nil && !j.afterUdev {
 		p.Changes = d.holdRefused(rec, p.Changes)
 	}
 	if pol.Daemon.RestoreOnExit && d.orig.suspects() {
