@@ -47,29 +47,7 @@ func TestEnginesOnAFile(t *testing.T) {
 	}
 	for _, e := range engines {
 		for _, depth := range []int{1, 4, 32} {
-			var next atomic.Int64
-			var mu sync.Mutex
-			got := map[int64]int{}
-			bad := 0
-			s, err := e.Run(context.Background(), &Job{FD: int(f.Fd()), BlockSize: bs, Depth: depth, Deadline: time.Now().Add(time.Minute),
-				Offsets: func(int) func() (int64, bool) {
-					return func() (int64, bool) {
-						i := next.Add(1) - 1
-						if i >= int64(len(offs)) {
-							return 0, false
-						}
-						return offs[i], true
-					}
-				},
-				Check: func(off int64, data []byte) {
-					ok := wantPattern(off, data)
-					mu.Lock()
-					defer mu.Unlock()
-					got[off]++
-					if !ok {
-						bad++
-					}
-				}})
+			s, got, bad, err := readOffsets(e, int(f.Fd()), bs, depth, offs)
 			if err != nil {
 				t.Fatalf("%s depth %d: %v", e.Name(), depth, err)
 			}
@@ -210,4 +188,35 @@ func TestProcsRaiseOverlapping(t *testing.T) {
 			t.Errorf("first ends first %v: GOMAXPROCS %d after both, want %d", firstEndsFirst, got, start)
 		}
 	}
+}
+
+// readOffsets reads the blocks at offs once each with e, checking each
+// block's bytes against the pattern the test data was written with: how
+// often each offset was read, and how many reads returned other bytes.
+func readOffsets(e Engine, fd, bs, depth int, offs []int64) (*Sample, map[int64]int, int, error) {
+	var next atomic.Int64
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	bad := 0
+	s, err := e.Run(context.Background(), &Job{FD: fd, BlockSize: bs, Depth: depth, Deadline: time.Now().Add(time.Minute),
+		Offsets: func(int) func() (int64, bool) {
+			return func() (int64, bool) {
+				i := next.Add(1) - 1
+				if i >= int64(len(offs)) {
+					return 0, false
+				}
+				return offs[i], true
+			}
+		},
+		Check: func(off int64, data []byte) {
+			ok := wantPattern(off, data)
+			mu.Lock()
+			defer mu.Unlock()
+			seen[off]++
+			if !ok {
+				bad++
+			}
+		},
+	})
+	return s, seen, bad, err
 }

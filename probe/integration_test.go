@@ -8,8 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,31 +86,7 @@ func TestIntegrationEnginesReadTheSame(t *testing.T) {
 		offs[i] = int64(rng.IntN(size/bs)) * bs
 	}
 	read := func(e Engine, depth int) map[int64]int {
-		var next atomic.Int64
-		var mu sync.Mutex
-		seen := map[int64]int{}
-		bad := 0
-		j := &Job{FD: fd, BlockSize: bs, Depth: depth, Deadline: time.Now().Add(time.Minute),
-			Offsets: func(int) func() (int64, bool) {
-				return func() (int64, bool) {
-					i := next.Add(1) - 1
-					if i >= int64(len(offs)) {
-						return 0, false
-					}
-					return offs[i], true
-				}
-			},
-			Check: func(off int64, data []byte) {
-				ok := wantPattern(off, data)
-				mu.Lock()
-				defer mu.Unlock()
-				seen[off]++
-				if !ok {
-					bad++
-				}
-			},
-		}
-		s, err := e.Run(context.Background(), j)
+		s, seen, bad, err := readOffsets(e, fd, bs, depth, offs)
 		if err != nil {
 			t.Fatalf("%s: %v", e.Name(), err)
 		}
