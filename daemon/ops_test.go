@@ -14,8 +14,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/iosched/iosched/internal/promtest"
 )
 
 // metricsFile parses the metrics file as node_exporter's textfile collector
@@ -29,40 +29,14 @@ func metricsFile(t *testing.T, path string) map[string]*dto.MetricFamily {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("%s does not parse: %v\n%s", path, err, b)
-	}
-	return fams
+	return promtest.Parse(t, b)
 }
 
 // sample is the value of name's sample whose labels include want (a
 // histogram's count), -1 when there is none.
 func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	f := fams[name]
-	if f == nil {
-		return -1
-	}
-next:
-	for _, m := range f.Metric {
-		have := map[string]string{}
-		for _, l := range m.Label {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		}
+	if v, ok := promtest.Value(fams, name, want); ok {
+		return v
 	}
 	return -1
 }

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -13,49 +12,16 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/iosched/iosched/internal/promtest"
 )
 
 // parse reads a written file as node_exporter's textfile collector does.
-func parse(t *testing.T, b []byte) map[string]*dto.MetricFamily {
-	t.Helper()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("the metrics file does not parse: %v\n%s", err, b)
-	}
-	return fams
-}
+func parse(t *testing.T, b []byte) map[string]*dto.MetricFamily { return promtest.Parse(t, b) }
 
-// value finds the sample of family name whose labels include want (a
-// histogram's sample count for a histogram); ok false when there is none.
+// value finds the sample of family name whose labels include want.
 func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-next:
-	for _, m := range f.Metric {
-		have := map[string]string{}
-		for _, l := range m.Label {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
+	return promtest.Value(fams, name, want)
 }
 
 // waitWrites waits until r has written at least n files.
