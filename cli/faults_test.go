@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/iosched/iosched/probe"
 )
 
 // queueFile reads one queue attribute of a disk in a copied tree.
@@ -175,12 +175,8 @@ func TestApplyLeavesADiskBeingProbed(t *testing.T) {
 	inRepoRoot(t)
 	tree := copyTree(t, "testdata/sysfs/cloud")
 	state := t.TempDir()
-	f, err := os.OpenFile(filepath.Join(state, "probe-vda.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	release, err := probe.Hold(state, "vda")
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
 	out, _, code := runMain(t, cloudArgs(tree, "apply", "--state-dir", state, "vda", "nvme0n1")...)
@@ -193,7 +189,7 @@ func TestApplyLeavesADiskBeingProbed(t *testing.T) {
 	if got := queueFile(t, tree, "nvme0n1", "nr_requests"); got != "128" {
 		t.Errorf("nvme0n1 nr_requests = %s, want 128 (the other disk was not applied)", got)
 	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	release()
 	if out, _, code := runMain(t, cloudArgs(tree, "apply", "--state-dir", state, "vda")...); code != 0 || queueFile(t, tree, "vda", "nr_requests") != "128" {
 		t.Errorf("after the probe: exit %d, vda not applied:\n%s", code, out)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/iosched/iosched/internal/statefile"
 
 	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -427,14 +428,11 @@ func TestRestoreOnExitSkipsDisksAProbeHolds(t *testing.T) {
 	if err := os.MkdirAll(r.stateDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lock, err := os.OpenFile(filepath.Join(r.stateDir, "probe-loop20000.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	release, err := probe.Hold(r.stateDir, "loop20000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
+	defer release()
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -33,9 +33,26 @@ func refuse(dev, format string, a ...any) error {
 	return &Refusal{Device: dev, Reason: fmt.Sprintf(format, a...)}
 }
 
-// lock is the state directory's probe lock of one disk: an flock, so a
-// probe killed with SIGKILL leaves it free.
+// lock is the state directory's probe lock of one disk: an open file
+// description lock (fcntl F_OFD_SETLK), so a probe killed with SIGKILL
+// leaves it free, and so that whether it is held can be asked (F_OFD_GETLK)
+// without taking it: testing an flock means taking it for a moment, which
+// makes a probe starting at that moment refuse its disk as busy.
 type lock struct{ f *os.File }
+
+// wholeFile is a write lock over the whole lock file.
+func wholeFile() *unix.Flock_t { return &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart} }
+
+// Hold takes the disk's probe lock as a probe does, for another writer of
+// the disk's scheduler that must not overlap a probe; a held lock is a
+// Refusal with Busy set. release gives it back.
+func Hold(stateDir, name string) (release func(), err error) {
+	l, err := takeLock(stateDir, name)
+	if err != nil {
+		return nil, err
+	}
+	return l.release, nil
+}
 
 func lockPath(stateDir, name string) string {
 	return filepath.Join(stateDir, "probe-"+name+".lock")
@@ -51,10 +68,10 @@ func takeLock(stateDir, name string) (*lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("probe lock: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, wholeFile()); err != nil {
 		b, _ := io.ReadAll(io.LimitReader(f, 32))
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
 			who := strings.TrimSpace(string(b))
 			if who != "" {
 				who = " (pid " + who + ")"
@@ -73,7 +90,7 @@ func takeLock(stateDir, name string) (*lock, error) {
 func (l *lock) release() {
 	if l != nil && l.f != nil {
 		_ = l.f.Truncate(0)
-		l.f.Close() // closing drops the flock
+		l.f.Close() // closing drops the lock
 		l.f = nil
 	}
 }
@@ -88,11 +105,11 @@ func lockFree(stateDir, name string) bool {
 		return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
 	}
 	defer f.Close()
-	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+	lk := wholeFile()
+	if unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, lk) != nil {
 		return false
 	}
-	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return true
+	return lk.Type == unix.F_UNLCK
 }
 
 // Probing reports whether a probe of the disk is running now (its lock in
