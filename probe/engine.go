@@ -154,7 +154,13 @@ func (e *ReadError) Error() string {
 func (e *ReadError) Unwrap() error { return e.Err }
 
 // uringEngine keeps Depth reads in flight on one io_uring, from one
-// goroutine locked to its thread.
+// goroutine locked to its thread. It submits as fio does by default: each
+// read with its own io_uring_enter as soon as its slot is free, and a wait
+// for at least one completion only when no slot is. Submitting the reads
+// freed by a wait together with the next wait, in one call, costs fewer
+// system calls but hands them to the driver later, and the device reads
+// less: on a loop device about a fifth fewer reads than fio
+// (contrib/bench/README.md, "probe against fio").
 type uringEngine struct{}
 
 func (uringEngine) Name() string { return EngineIOUring }
@@ -195,15 +201,21 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 	cpu0 := cpuTime()
 	start := time.Now()
 	now := start
+	yielded := now
 	for iter := 0; ; iter++ {
+		if now.Sub(yielded) >= yieldEvery { // see yieldEvery
+			runtime.Gosched()
+			now = time.Now()
+			yielded = now
+		}
 		if more && (now.After(j.Deadline) || firstErr != nil) {
 			more = false
 		}
 		if more && iter&63 == 0 && ctx.Err() != nil {
 			more = false
 		}
-		queued := 0
-		for more && len(free) > 0 {
+		var err error
+		for more && len(free) > 0 && err == nil {
 			off, ok := next()
 			if !ok {
 				more = false
@@ -212,17 +224,19 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 			slot := free[len(free)-1]
 			free = free[:len(free)-1]
 			offs[slot] = off
-			submitted[slot] = now
 			r.queueRead(j.FD, bufs[slot], slot, off, uint64(slot))
-			queued++
+			inflight++
+			submitted[slot] = time.Now()
+			err = r.enter(0, 0)
 		}
-		inflight += queued
 		if inflight == 0 {
 			break
 		}
-		// Past the limit, waits of a millisecond: what completed is
-		// still reaped, and nothing waits for ever.
-		err := r.enter(1, max(time.Until(j.Deadline.Add(hangGrace)), time.Millisecond))
+		if err == nil {
+			// Past the limit, waits of a millisecond: what completed
+			// is still reaped, and nothing waits for ever.
+			err = r.enter(1, max(time.Until(j.Deadline.Add(hangGrace)), time.Millisecond))
+		}
 		now = time.Now()
 		if errors.Is(err, errWaitTimedOut) && now.Before(j.Deadline.Add(hangGrace)) {
 			err = nil // woken early: wait again
@@ -305,8 +319,22 @@ func (r *procsRaise) raise(want int) (release func()) {
 	}
 }
 
-// psyncEngine runs Depth goroutines, each on its own thread doing one pread
-// at a time, as fio's psync engine with numjobs does.
+// yieldEvery is how often a goroutine that issues reads yields
+// (runtime.Gosched). The Go scheduler counts a goroutine that has not been
+// rescheduled for 10 ms (forcePreemptNS in runtime/proc.go) as running too
+// long, even when it spends that time in system calls: its monitor thread
+// (sysmon) then takes the processor from under the goroutine's next system
+// call, which finds it gone on return and must queue for one, and sysmon
+// goes back to polling every 20 µs. On two CPUs shared with the device's
+// own thread that cost a fifth of the reads fio gets (contrib/bench/README.md,
+// "probe against fio"). A yield is a scheduling event: it restarts that
+// clock. Half the runtime's limit, so a yield comes first.
+const yieldEvery = 5 * time.Millisecond
+
+// psyncEngine runs Depth goroutines, each doing one pread at a time, as
+// fio's psync engine with numjobs does: a goroutine blocked in pread keeps
+// its thread, so each reader has one for the run. Readers are not locked to
+// their threads, so their yields (yieldEvery) cost no thread switch.
 type psyncEngine struct{}
 
 func (psyncEngine) Name() string { return EnginePsync }
@@ -352,12 +380,11 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
 			res := &results[w]
 			res.lat = make([]uint32, 0, 1<<13)
 			buf := bufs[w]
 			next := j.offsets(w)
+			yielded := time.Now()
 			for i := 0; ; i++ {
 				if i&15 == 0 {
 					select {
@@ -373,6 +400,11 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 				t0 := time.Now()
 				if t0.After(j.Deadline) {
 					return
+				}
+				if t0.Sub(yielded) >= yieldEvery { // see yieldEvery
+					runtime.Gosched()
+					t0 = time.Now()
+					yielded = t0
 				}
 				n, err := unix.Pread(j.FD, buf, off)
 				if err == unix.EINTR {

@@ -12,7 +12,8 @@
 # removed on every exit. See README.md ("probe against fio").
 #
 # Environment: RUNTIME (each measurement, default 2s), REPS (default 3),
-# ONLY (io_uring or psync: that engine only).
+# ONLY (io_uring or psync: that engine only), BATCHED=1 (also fio's io_uring
+# submitting and reaping in batches).
 set -euo pipefail
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -34,4 +35,4 @@ trap 'rm -rf "$WORK"' EXIT
 
 (cd "$REPO" && go build -o "$WORK/iosched" ./cmd/iosched && go build -o "$WORK/probevsfio" ./contrib/bench/cmd/probevsfio)
 echo "fio $(fio --version | sed 's/^fio-//'), kernel $(uname -r), $(nproc) CPUs, iosched at $(cd "$REPO" && git rev-parse --short HEAD)$(cd "$REPO" && git diff --quiet HEAD || echo '+changes')" >&2
-"$WORK/probevsfio" -iosched "$WORK/iosched" -runtime "${RUNTIME:-2s}" -reps "${REPS:-3}" -only "${ONLY:-}"
+"$WORK/probevsfio" -iosched "$WORK/iosched" -runtime "${RUNTIME:-2s}" -reps "${REPS:-3}" -only "${ONLY:-}" -batched="${BATCHED:-0}"

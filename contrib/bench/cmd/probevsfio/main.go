@@ -35,9 +35,9 @@ type config struct {
 	engine string // probe's engine name; fio's is the same
 	depth  int    // io_uring: iodepth; psync: parallel readers (fio numjobs)
 	// fio is how fio is run: "default" (its defaults: one io_uring_enter
-	// a read), or "batched" (submitting all free slots at once and reaping
-	// up to depth completions a call, with registered buffers and file,
-	// as the probe's engine does).
+	// a read, as the probe's engine submits), or "batched" (-batched:
+	// all free slots submitted at once, up to depth completions reaped a
+	// call, registered buffers and file).
 	fio string
 }
 
@@ -51,18 +51,19 @@ func main() {
 	reps := flag.Int("reps", 3, "repetitions, order alternating")
 	size := flag.Int64("size", 512<<20, "backing file size")
 	only := flag.String("only", "", "measure only this engine (io_uring or psync)")
+	batched := flag.Bool("batched", false, "also run fio's io_uring in batched mode")
 	flag.Parse()
 	if *iosched == "" {
 		fmt.Fprintln(os.Stderr, "probevsfio: -iosched is required")
 		os.Exit(2)
 	}
-	if err := run(*iosched, *runtime, *reps, *size, *only); err != nil {
+	if err := run(*iosched, *runtime, *reps, *size, *only, *batched); err != nil {
 		fmt.Fprintln(os.Stderr, "probevsfio:", err)
 		os.Exit(1)
 	}
 }
 
-func run(iosched string, runtime time.Duration, reps int, size int64, only string) (err error) {
+func run(iosched string, runtime time.Duration, reps int, size int64, only string, batched bool) (err error) {
 	name := looptest.Name(loopN)
 	if _, err := os.Stat("/sys/block/" + name); err == nil {
 		return fmt.Errorf("%s exists already: not ours, not touched", name)
@@ -94,7 +95,10 @@ func run(iosched string, runtime time.Duration, reps int, size int64, only strin
 	}
 	defer os.RemoveAll(state)
 
-	configs := []config{{"io_uring", 32, "default"}, {"io_uring", 32, "batched"}, {"psync", 8, "default"}}
+	configs := []config{{"io_uring", 32, "default"}, {"psync", 8, "default"}}
+	if batched {
+		configs = slices.Insert(configs, 1, config{"io_uring", 32, "batched"})
+	}
 	if only != "" {
 		configs = slices.DeleteFunc(configs, func(c config) bool { return c.engine != only })
 	}
