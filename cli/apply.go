@@ -48,9 +48,14 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 			// waits for RCU grace periods).
 			_, rs, _, err := e.assess(args, neededBy, applyParallel, func(r *diskResult, disk *sysfs.Disk) {
 				res := apply.Result{Device: r.name, Outcomes: []apply.Outcome{}}
+				release, probing := func() {}, false
+				if !dryRun && !r.plan.Empty() {
+					// No probe starts while the disk's lock is held.
+					release, probing = probe.Exclude(e.stateDir, r.name)
+				}
 				switch {
 				case r.plan.Empty():
-				case !dryRun && probe.Probing(e.stateDir, r.name):
+				case probing:
 					// Two scheduler switches at once on one queue can
 					// crash the kernel, and the probe would put its
 					// originals back over these writes when it ends.
@@ -60,6 +65,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 				default:
 					a := &apply.Applier{FS: disk, DryRun: dryRun}
 					res = a.Device(ctx, r.plan)
+					release()
 				}
 				mu.Lock()
 				applied[r.name] = res

@@ -44,8 +44,12 @@ Safety: the node is opened O_RDONLY|O_DIRECT and the disk's write counters are
 reported; the scheduler and what a switch resets (nr_requests, iosched/*,
 wbt_lat_usec) are recorded in --state-dir before the first switch and put back
 at the end, on error, on SIGINT/SIGTERM (after SIGKILL: by the next probe or
-daemon start). One probe per disk at a time. A busy disk is refused unless
---force. The time budget is printed before starting and kept.
+daemon start). One probe per disk at a time (the daemon and apply take the
+same lock for their writes). A busy disk is refused unless --force. The time
+budget is printed before starting and kept within a second, also on a disk
+that stops answering: its restore, a switch that waits for the reads in
+flight, is then left to finish on its own, the disk locked until it does and
+the record kept for the next probe or daemon start.
 
 Results are remembered in --state-dir/probes.json, keyed by class, driver,
 model, hardware queues, queue depth, size and kernel release; a remembered

@@ -20,6 +20,7 @@ import (
 	"github.com/iosched/iosched/internal/atomicfile"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -369,15 +370,26 @@ func (d *Daemon) restore(writing []string) {
 	plans := d.orig.plans()
 	unknown := d.orig.unknown()
 	all := len(plans)
+	var releases []func() // the disks' locks, held until the writes are done
+	defer func() {
+		for _, release := range releases {
+			release()
+		}
+	}()
 	plans = slices.DeleteFunc(plans, func(p plan.Device) bool {
 		if slices.Contains(writing, p.Name) {
 			d.log.Warn("not restored: its pass is still writing; its original values stay remembered", "device", p.Name)
 			return true
 		}
-		if d.probeHolds(p.Name) {
+		release, probing := func() {}, d.probes.holds(p.Name)
+		if !probing {
+			release, probing = probe.Exclude(d.cfg.StateDir, p.Name)
+		}
+		if probing {
 			d.log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
 			return true
 		}
+		releases = append(releases, release)
 		return false
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)

@@ -13,6 +13,7 @@ import (
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -100,9 +101,16 @@ func (d *Daemon) pass(name string, j job) {
 		if d.stopping.Load() {
 			return // a stop abandons what has not started writing
 		}
-		if d.probeHolds(name) {
-			return // a probe is switching its scheduler
+		if d.probes.holds(name) {
+			return // the daemon's probe is switching its scheduler
 		}
+		// Held until the writes are done, so no probe starts between
+		// this check and them.
+		release, probing := probe.Exclude(d.cfg.StateDir, name)
+		if probing {
+			return // `iosched probe` is switching its scheduler
+		}
+		defer release()
 		if pol.Daemon.RestoreOnExit {
 			err := d.orig.remember(dev, p.Changes)
 			if err != nil {

@@ -159,8 +159,7 @@ func (e *ReadError) Unwrap() error { return e.Err }
 // for at least one completion only when no slot is. Submitting the reads
 // freed by a wait together with the next wait, in one call, costs fewer
 // system calls but hands them to the driver later, and the device reads
-// less: on a loop device about a fifth fewer reads than fio
-// (contrib/bench/README.md, "probe against fio").
+// less than under fio (contrib/bench/README.md, "probe against fio").
 type uringEngine struct{}
 
 func (uringEngine) Name() string { return EngineIOUring }
@@ -325,10 +324,10 @@ func (r *procsRaise) raise(want int) (release func()) {
 // long, even when it spends that time in system calls: its monitor thread
 // (sysmon) then takes the processor from under the goroutine's next system
 // call, which finds it gone on return and must queue for one, and sysmon
-// goes back to polling every 20 µs. On two CPUs shared with the device's
-// own thread that cost a fifth of the reads fio gets (contrib/bench/README.md,
-// "probe against fio"). A yield is a scheduling event: it restarts that
-// clock. Half the runtime's limit, so a yield comes first.
+// goes back to polling every 20 µs. On CPUs shared with the device's own
+// thread that costs reads (contrib/bench/README.md, "probe against fio").
+// A yield is a scheduling event: it restarts that clock. Half the
+// runtime's limit, so a yield comes first.
 const yieldEvery = 5 * time.Millisecond
 
 // psyncEngine runs Depth goroutines, each doing one pread at a time, as

@@ -80,6 +80,22 @@ var ErrInterrupted = errors.New("probe interrupted")
 // ErrDiskGone is a disk removed (or replaced) during its probe.
 var ErrDiskGone = errors.New("the disk went away during the probe")
 
+// ErrRestorePending is a probe that ended before the disk took back its
+// original settings: see restoreWait.
+var ErrRestorePending = errors.New("the original settings are not back yet")
+
+// restoreWait bounds how long a probe waits for the disk to take back its
+// settings. A scheduler switch freezes the queue and waits for every
+// request in flight; on a disk that stopped answering (the engine gave up
+// on it with ErrStuck) that is until it answers again. The probe then ends
+// without waiting further, so its run stays within a second of its budget
+// (the measurement stops restoreAllowance before the budget, the engine
+// gives up hangGrace after, then this), and the write goes on: the disk
+// stays locked until it ends, so nothing else switches the queue meanwhile,
+// and the originals stay recorded for the next probe or daemon start,
+// should the process end first.
+const restoreWait = 400 * time.Millisecond
+
 // minBlocks is how many distinct blocks a disk must have for random reads
 // over it to mean anything (fewer would measure a cache).
 const minBlocks = 256
@@ -146,7 +162,12 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 	if err != nil {
 		return nil, err
 	}
-	defer lk.release()
+	lockHandedOff := false // to a restore still waiting for the disk
+	defer func() {
+		if !lockHandedOff {
+			lk.release()
+		}
+	}()
 	if _, err := os.Stat(originalsPath(t.StateDir, name)); err == nil {
 		// An earlier probe of this disk was killed: put its originals back
 		// first, or they would be recorded as the probe's changes.
@@ -219,20 +240,32 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 			}
 			return
 		}
+		keep := apply != "" && apply != orig.Values["scheduler"]
+		done := make(chan error, 1)
+		go func() {
+			if keep {
+				done <- setScheduler(t.FS, name, apply)
+			} else {
+				done <- orig.restore(t.FS)
+			}
+		}()
 		var rerr error
-		if apply != "" && apply != orig.Values["scheduler"] {
-			rerr = setScheduler(t.FS, name, apply)
-			if rerr == nil {
-				rep.Applied = apply
-			}
-		} else {
-			rerr = orig.restore(t.FS)
-			if rerr == nil {
-				rep.Restored = true
-				if apply != "" {
-					rep.Applied = apply
+		select {
+		case rerr = <-done:
+		case <-time.After(restoreWait):
+			lockHandedOff = true
+			go func() {
+				if <-done == nil {
+					os.Remove(originalsPath(t.StateDir, name))
 				}
-			}
+				lk.release()
+			}()
+			err = errors.Join(err, fmt.Errorf("%s: %w: the disk has not taken the write after %s (a switch waits for the reads in flight); the write goes on and the disk stays locked until it ends; the settings stay recorded in %s for the next probe or daemon start",
+				name, ErrRestorePending, restoreWait, originalsPath(t.StateDir, name)))
+			return
+		}
+		if rerr == nil {
+			rep.Applied, rep.Restored = apply, !keep
 		}
 		if rerr != nil {
 			err = errors.Join(err, fmt.Errorf("%s: restoring the original settings (they stay recorded in %s for the next probe or daemon start): %w",

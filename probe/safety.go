@@ -38,7 +38,10 @@ func refuse(dev, format string, a ...any) error {
 // leaves it free, and so that whether it is held can be asked (F_OFD_GETLK)
 // without taking it: testing an flock means taking it for a moment, which
 // makes a probe starting at that moment refuse its disk as busy.
-type lock struct{ f *os.File }
+type lock struct {
+	f    *os.File
+	path string
+}
 
 // wholeFile is a write lock over the whole lock file.
 func wholeFile() *unix.Flock_t { return &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart} }
@@ -54,43 +57,73 @@ func Hold(stateDir, name string) (release func(), err error) {
 	return l.release, nil
 }
 
+// Exclude is Hold for a writer of the disk's settings (the daemon's
+// passes, `iosched apply`): while it holds the lock no probe starts on the
+// disk, so the writer's check and its writes are one step (two scheduler
+// switches at once on one queue can crash the kernel, and a probe would
+// put its originals back over the writes). probing is true when a probe
+// holds the disk: the writer must leave it alone. When the lock cannot be
+// taken for any other reason (a state directory that cannot be written),
+// no probe can take it there either: the writer goes on without it.
+func Exclude(stateDir, name string) (release func(), probing bool) {
+	l, err := takeLock(stateDir, name)
+	if err != nil {
+		var r *Refusal
+		if errors.As(err, &r) && r.Busy {
+			return nil, true
+		}
+		return func() {}, false
+	}
+	return l.release, false
+}
+
 func lockPath(stateDir, name string) string {
 	return filepath.Join(stateDir, "probe-"+name+".lock")
 }
 
-// takeLock takes the disk's lock, or says who holds it.
+// takeLock takes the disk's lock, or says who holds it. A holder removes
+// the lock file when it releases it, so that writers of every disk leave
+// no file per disk behind; whoever opened the file before the removal and
+// locks it after holds a file nobody else can find, and tries again on
+// the path's new file.
 func takeLock(stateDir, name string) (*lock, error) {
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	p := lockPath(stateDir, name)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("probe lock: %w", err)
-	}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, wholeFile()); err != nil {
-		b, _ := io.ReadAll(io.LimitReader(f, 32))
-		f.Close()
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-			who := strings.TrimSpace(string(b))
-			if who != "" {
-				who = " (pid " + who + ")"
-			}
-			err := refuse(name, "another probe of %s is running%s: its lock %s is held", name, who, p)
-			err.(*Refusal).Busy = true
-			return nil, err
+	for {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("probe lock: %w", err)
 		}
-		return nil, fmt.Errorf("probe lock %s: %w", p, err)
+		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, wholeFile()); err != nil {
+			b, _ := io.ReadAll(io.LimitReader(f, 32))
+			f.Close()
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+				who := strings.TrimSpace(string(b))
+				if who != "" {
+					who = " (pid " + who + ")"
+				}
+				err := refuse(name, "another probe of %s is running, or iosched is writing its settings%s: its lock %s is held", name, who, p)
+				err.(*Refusal).Busy = true
+				return nil, err
+			}
+			return nil, fmt.Errorf("probe lock %s: %w", p, err)
+		}
+		var held, now unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(p, &now) == nil && held.Dev == now.Dev && held.Ino == now.Ino {
+			_ = f.Truncate(0)
+			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+			return &lock{f: f, path: p}, nil
+		}
+		f.Close() // removed by its holder meanwhile: lock the new one
 	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return &lock{f: f}, nil
 }
 
 func (l *lock) release() {
 	if l != nil && l.f != nil {
-		_ = l.f.Truncate(0)
-		l.f.Close() // closing drops the lock
+		os.Remove(l.path) // while held: see takeLock
+		l.f.Close()       // closing drops the lock
 		l.f = nil
 	}
 }

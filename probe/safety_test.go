@@ -2,7 +2,11 @@ package probe
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/sysfs"
 )
@@ -44,4 +48,66 @@ func TestRecoverInterruptedTakesTheLock(t *testing.T) {
 		t.Fatalf("recovery kept the lock: %v", err)
 	}
 	lk.release()
+}
+
+// TestExcludeAndTheLockFile: a writer's Exclude keeps a probe from taking
+// the disk and is refused (probing) while a probe holds it; a state
+// directory where no lock can be made lets the writer go on. A released
+// lock leaves no file behind, and a lock file removed by its holder
+// between another's open and lock is not taken for the disk's lock.
+func TestExcludeAndTheLockFile(t *testing.T) {
+	state := t.TempDir()
+	release, probing := Exclude(state, "vda")
+	if probing {
+		t.Fatal("Exclude: probing with no probe")
+	}
+	if _, err := takeLock(state, "vda"); err == nil {
+		t.Fatal("a probe took the disk while a writer held it")
+	} else if !strings.Contains(err.Error(), "another probe of vda is running, or iosched is writing its settings") {
+		t.Errorf("refusal: %v", err)
+	}
+	release()
+	if _, err := os.Stat(lockPath(state, "vda")); !os.IsNotExist(err) {
+		t.Errorf("lock file left after release: %v", err)
+	}
+
+	probe, err := takeLock(state, "vda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if release, probing := Exclude(state, "vda"); !probing || release != nil {
+		t.Error("Exclude while a probe holds the disk: not probing")
+	}
+	if !Probing(state, "vda") {
+		t.Error("Probing false while a probe holds the disk")
+	}
+	// Another opens the lock file now, and locks it after the probe
+	// released (and removed) it: that file is nobody's lock any more.
+	stale, err := os.OpenFile(lockPath(state, "vda"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close()
+	probe.release()
+	if err := unix.FcntlFlock(stale.Fd(), unix.F_OFD_SETLK, wholeFile()); err != nil {
+		t.Fatal(err)
+	}
+	second, err := takeLock(state, "vda")
+	if err != nil {
+		t.Fatalf("the lock of a removed file kept the disk locked: %v", err)
+	}
+	if _, err := takeLock(state, "vda"); err == nil {
+		t.Error("two holders at once")
+	}
+	second.release()
+
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if release, probing := Exclude(notDir, "vda"); probing || release == nil {
+		t.Error("Exclude with an unusable state directory: the writer is stopped")
+	} else {
+		release()
+	}
 }

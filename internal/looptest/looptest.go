@@ -48,9 +48,15 @@ func Require(t testing.TB) {
 			why = "integration test needs /dev/loop-control: " + err.Error()
 		}
 	}
-	if why == "" {
-		return
+	if why != "" {
+		Missing(t, why)
 	}
+}
+
+// Missing fails t when IOSCHED_INTEGRATION=required, else skips it: a
+// prerequisite of the integration test (why) is missing.
+func Missing(t testing.TB, why string) {
+	t.Helper()
 	if os.Getenv("IOSCHED_INTEGRATION") == "required" {
 		t.Fatal(why + " (IOSCHED_INTEGRATION=required)")
 	}
@@ -62,6 +68,8 @@ type Loop struct {
 	N       int
 	Name    string // "loop7100"
 	Backing string // backing file, when bound
+	// keepBacking: the backing file is the caller's (BindFile).
+	keepBacking bool
 }
 
 // Add creates loop device n with LOOP_CTL_ADD and registers its removal
@@ -118,7 +126,7 @@ func ctl(fd int, req uint, n int) error {
 }
 
 // Remove detaches the backing file, removes the device and deletes the
-// backing file. It is safe to call twice.
+// backing file Bind made. It is safe to call twice.
 func (l *Loop) Remove(t testing.TB) {
 	t.Helper()
 	if l.Backing != "" {
@@ -126,7 +134,9 @@ func (l *Loop) Remove(t testing.TB) {
 			_ = unix.IoctlSetInt(fd, unix.LOOP_CLR_FD, 0)
 			unix.Close(fd)
 		}
-		os.Remove(l.Backing)
+		if !l.keepBacking {
+			os.Remove(l.Backing)
+		}
 		l.Backing = ""
 	}
 	if err := RemoveRaw(l.N); err != nil {
@@ -147,6 +157,24 @@ func (l *Loop) Bind(t testing.TB, size int64) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	l.configure(t, f)
+}
+
+// BindFile attaches the existing file path to the loop device, read-only,
+// and leaves the file in place when the loop is removed.
+func (l *Loop) BindFile(t testing.TB, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l.Backing, l.keepBacking = path, true
+	l.configure(t, f)
+}
+
+func (l *Loop) configure(t testing.TB, f *os.File) {
+	t.Helper()
 	dev, err := unix.Open("/dev/"+l.Name, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatalf("open /dev/%s: %v", l.Name, err)
@@ -154,7 +182,7 @@ func (l *Loop) Bind(t testing.TB, size int64) {
 	defer unix.Close(dev)
 	cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
 	cfg.Info.Flags = unix.LO_FLAGS_READ_ONLY
-	copy(cfg.Info.File_name[:], l.Backing)
+	copy(cfg.Info.File_name[:], f.Name())
 	if err := unix.IoctlLoopConfigure(dev, &cfg); err != nil {
 		t.Fatalf("LOOP_CONFIGURE %s: %v", l.Name, err)
 	}

@@ -35,9 +35,10 @@ type config struct {
 	engine string // probe's engine name; fio's is the same
 	depth  int    // io_uring: iodepth; psync: parallel readers (fio numjobs)
 	// fio is how fio is run: "default" (its defaults: one io_uring_enter
-	// a read, as the probe's engine submits), or "batched" (-batched:
-	// all free slots submitted at once, up to depth completions reaped a
-	// call, registered buffers and file).
+	// a read, as the probe's engine submits), "fixedbufs" (the same with
+	// registered buffers, as the probe's engine reads), or "batched"
+	// (-batched: all free slots submitted at once, up to depth completions
+	// reaped a call, registered buffers and file).
 	fio string
 }
 
@@ -95,9 +96,9 @@ func run(iosched string, runtime time.Duration, reps int, size int64, only strin
 	}
 	defer os.RemoveAll(state)
 
-	configs := []config{{"io_uring", 32, "default"}, {"psync", 8, "default"}}
+	configs := []config{{"io_uring", 32, "default"}, {"io_uring", 32, "fixedbufs"}, {"psync", 8, "default"}}
 	if batched {
-		configs = slices.Insert(configs, 1, config{"io_uring", 32, "batched"})
+		configs = slices.Insert(configs, 2, config{"io_uring", 32, "batched"})
 	}
 	if only != "" {
 		configs = slices.DeleteFunc(configs, func(c config) bool { return c.engine != only })
@@ -237,6 +238,9 @@ func runFio(name, sched string, c config, runtime time.Duration) (figure, error)
 		args = append(args, "--numjobs="+strconv.Itoa(c.depth), "--thread")
 	} else {
 		args = append(args, "--iodepth="+strconv.Itoa(c.depth))
+	}
+	if c.fio == "fixedbufs" {
+		args = append(args, "--fixedbufs")
 	}
 	if c.fio == "batched" {
 		d := strconv.Itoa(c.depth)
