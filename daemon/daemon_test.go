@@ -456,6 +456,12 @@ func TestRestoreOnExitSkipsDisksAProbeHolds(t *testing.T) {
 	if f.Disks["loop20000"] == nil || f.Disks["loop20001"] != nil {
 		t.Errorf("originals file after stop = %s, want loop20000's only", saved)
 	}
+	// The passes and the restore took each disk's lock around their
+	// writes, and left no lock file behind.
+	release()
+	if left, _ := filepath.Glob(filepath.Join(r.stateDir, "probe-*.lock")); len(left) != 0 {
+		t.Errorf("lock files left in the state directory: %v", left)
+	}
 }
 
 // Two SIGHUPs close together: systemd hears READY=1 once the second one's
