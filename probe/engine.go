@@ -49,6 +49,11 @@ type Job struct {
 	// PlainBuffers keeps io_uring from registering its buffers (for the
 	// benchmark that measures what registering gains).
 	PlainBuffers bool
+	// SubmitWithWait makes io_uring submit the reads a wait freed together
+	// with its next wait, in one call, and NoYield keeps psync readers from
+	// yielding: the ways the engines worked before, for the benchmark that
+	// measures what their present ways gain (see uringEngine, yieldEvery).
+	SubmitWithWait, NoYield bool
 }
 
 // Sample is what one Run did.
@@ -226,7 +231,9 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 			r.queueRead(j.FD, bufs[slot], slot, off, uint64(slot))
 			inflight++
 			submitted[slot] = time.Now()
-			err = r.enter(0, 0)
+			if !j.SubmitWithWait {
+				err = r.enter(0, 0)
+			}
 		}
 		if inflight == 0 {
 			break
@@ -400,7 +407,7 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 				if t0.After(j.Deadline) {
 					return
 				}
-				if t0.Sub(yielded) >= yieldEvery { // see yieldEvery
+				if t0.Sub(yielded) >= yieldEvery && !j.NoYield { // see yieldEvery
 					runtime.Gosched()
 					t0 = time.Now()
 					yielded = t0
