@@ -123,27 +123,49 @@ func (a *Applier) backoff() time.Duration {
 // results in the order of plans. Plans with no changes cost nothing.
 func (a *Applier) All(ctx context.Context, plans []plan.Device) []Result {
 	results := make([]Result, len(plans))
+	for r := range a.Each(ctx, plans) {
+		results[r.Index] = r.Result
+	}
+	return results
+}
+
+// Indexed is the result of plans[Index].
+type Indexed struct {
+	Index int
+	Result
+}
+
+// Each applies every plan as All does and sends each disk's result as soon
+// as the disk is done; the channel is closed when all are. A caller that
+// must not wait for ever (a write to a queue frozen behind a disk that does
+// not answer blocks until the disk does) can stop reading: the channel has
+// room for every result, so no writer waits for it.
+func (a *Applier) Each(ctx context.Context, plans []plan.Device) <-chan Indexed {
+	out := make(chan Indexed, len(plans))
 	limit := a.Parallel
 	if limit <= 0 {
 		limit = 512
 	}
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for i := range plans {
-		if plans[i].Empty() {
-			results[i] = Result{Device: plans[i].Name, Outcomes: []Outcome{}}
-			continue
+	go func() {
+		defer close(out)
+		sem := make(chan struct{}, limit)
+		var wg sync.WaitGroup
+		for i := range plans {
+			if plans[i].Empty() {
+				out <- Indexed{i, Result{Device: plans[i].Name, Outcomes: []Outcome{}}}
+				continue
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				out <- Indexed{i, a.Device(ctx, plans[i])}
+			}(i)
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			results[i] = a.Device(ctx, plans[i])
-		}(i)
-	}
-	wg.Wait()
-	return results
+		wg.Wait()
+	}()
+	return out
 }
 
 // Device applies one disk's plan, its changes in order. A scheduler that

@@ -95,6 +95,8 @@ type Config struct {
 	// privateNetNS tells whether the process runs in a network
 	// namespace of its own (netns.go); nil with a test's dialer.
 	privateNetNS func() (bool, string)
+	// restoreTarget, when set, wraps what the restore at stop writes to.
+	restoreTarget func(apply.Target) apply.Target
 }
 
 // Daemon keeps disks on their policy. Make one with New, run it with Run.

@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/internal/statefile"
 
 	"github.com/iosched/iosched/policy"
@@ -574,4 +576,69 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 			t.Errorf("a new disk's first writes logged as drift: %q", lines)
 		}
 	})
+}
+
+// blockedWrites is a restore target whose writes to one disk wait until
+// released: a queue frozen behind a disk that does not answer.
+type blockedWrites struct {
+	apply.Target
+	disk    string
+	release chan struct{}
+	blocked chan struct{} // closed when a write has started waiting
+	once    sync.Once
+}
+
+func (b *blockedWrites) WriteQueueAttr(name, attr, value string) error {
+	if name == b.disk {
+		b.once.Do(func() { close(b.blocked) })
+		<-b.release
+	}
+	return b.Target.WriteQueueAttr(name, attr, value)
+}
+
+// The restore at stop does not wait for ever on a disk whose write does
+// not return: the stop ends within StopTimeout and a second, the other
+// disks restored, that disk logged as not restored, its originals kept for
+// the next daemon and its lock held (no probe may switch the queue the
+// write waits on). Before, the stop waited as long as the write did.
+func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
+	bw := &blockedWrites{disk: "loop20000", release: make(chan struct{}), blocked: make(chan struct{})}
+	t.Cleanup(func() { close(bw.release) })
+	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), func(cfg *Config) {
+		cfg.StopTimeout = 300 * time.Millisecond
+		cfg.restoreTarget = func(t apply.Target) apply.Target { bw.Target = t; return bw }
+	}, "loop20000", "loop20001")
+	start := time.Now()
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	select {
+	case <-bw.blocked:
+	default:
+		t.Fatal("the restore never wrote loop20000")
+	}
+	if took > 300*time.Millisecond+restoreGrace+time.Second {
+		t.Errorf("stop took %s with a restore write that does not return", took)
+	}
+	if s := r.attr(t, "loop20001", "scheduler"); s != "none" {
+		t.Errorf("loop20001: scheduler %s, want none restored", s)
+	}
+	if len(r.log.lines("level=ERROR", "not restored: its write has not returned", "device=loop20000")) != 1 {
+		t.Errorf("the disk left unrestored was not logged:\n%s", r.log)
+	}
+	saved, err := os.ReadFile(filepath.Join(r.stateDir, "originals.json"))
+	if err != nil {
+		t.Fatalf("originals file: %v", err)
+	}
+	var f originalsFile
+	if err := json.Unmarshal(saved, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Disks["loop20000"] == nil || f.Disks["loop20001"] != nil {
+		t.Errorf("originals file after stop = %s, want loop20000's only", saved)
+	}
+	if !probe.Probing(r.stateDir, "loop20000") {
+		t.Error("loop20000's lock was let go while its restore write waits")
+	}
 }

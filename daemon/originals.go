@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -366,11 +367,15 @@ func (o *originals) plans() []plan.Device {
 // restore. A
 // disk with unknown values counts as failed: what is known of it is put
 // back, the rest cannot be.
+// restoreGrace is how long past StopTimeout the restore at stop waits for
+// writes already in the kernel.
+const restoreGrace = time.Second
+
 func (d *Daemon) restore(writing []string) {
 	plans := d.orig.plans()
 	unknown := d.orig.unknown()
 	all := len(plans)
-	var releases []func() // the disks' locks, held until the writes are done
+	releases := map[string]func(){} // the disks' locks, held until the writes are done
 	defer func() {
 		for _, release := range releases {
 			release()
@@ -389,13 +394,42 @@ func (d *Daemon) restore(writing []string) {
 			d.log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
 			return true
 		}
-		releases = append(releases, release)
+		releases[p.Name] = release
 		return false
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
 	defer cancel()
-	results := d.applier.All(ctx, plans)
+	// Writes not started when ctx ends fail at once; one already in the
+	// kernel, on a queue frozen behind a disk that does not answer, returns
+	// when the disk does, or never: it is waited for restoreGrace more.
+	applier := d.applier
+	if d.cfg.restoreTarget != nil {
+		applier.FS = d.cfg.restoreTarget(applier.FS)
+	}
+	each := applier.Each(ctx, plans)
+	waiting := make(map[string]bool, len(plans))
+	for _, p := range plans {
+		waiting[p.Name] = true
+	}
+	var results []apply.Result
+	giveUp := time.After(d.cfg.StopTimeout + restoreGrace)
+collect:
+	for len(waiting) > 0 {
+		select {
+		case r := <-each:
+			results = append(results, r.Result)
+			delete(waiting, r.Device)
+		case <-giveUp:
+			break collect
+		}
+	}
 	restored, failed := 0, 0
+	for _, name := range slices.Sorted(maps.Keys(waiting)) {
+		d.log.Error("not restored: its write has not returned (its queue is frozen behind I/O the disk does not answer); its original values stay remembered, and its lock held while the write waits",
+			"device", name, "waited", d.cfg.StopTimeout+restoreGrace)
+		delete(releases, name) // no probe may switch the queue the write waits on
+		failed++
+	}
 	for _, r := range results {
 		for _, o := range r.Outcomes {
 			attrs := []any{"device", r.Device, "attribute", o.Attribute, "from", o.Before, "to", o.To}
