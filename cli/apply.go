@@ -16,8 +16,9 @@ import (
 	"github.com/iosched/iosched/sysfs"
 )
 
-// errProbing is why apply leaves a disk alone while a probe measures it.
-var errProbing = errors.New("not written: a probe is measuring this disk (iosched probe); run apply again when it is done")
+// errProbing is why apply leaves a disk alone while a probe measures it
+// (or another writer, the daemon, holds its lock).
+var errProbing = errors.New("not written: a probe is measuring this disk, or iosched is writing its settings (its lock in the state directory is held); run apply again when it is done")
 
 func newApplyCmd(e *env) *cobra.Command {
 	var dryRun, asJSON bool
@@ -34,6 +35,8 @@ Each write is read back. EBUSY is retried; a disk that goes away, or a named
 disk that is not there, is reported gone and the others are still done. A disk
 a probe is measuring (iosched probe, or the daemon's, per --state-dir) is not
 written: its changes fail with the reason, and apply can be run again after.
+Apply holds the same lock around its writes to a disk, so no probe starts on
+a disk apply is writing.
 
 Exit status: 0 when everything is in place, 1 if anything failed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,24 +51,27 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 			// waits for RCU grace periods).
 			_, rs, _, err := e.assess(args, neededBy, applyParallel, func(r *diskResult, disk *sysfs.Disk) {
 				res := apply.Result{Device: r.name, Outcomes: []apply.Outcome{}}
-				release, probing := func() {}, false
+				release, lockErr := func() {}, error(nil)
 				if !dryRun && !r.plan.Empty() {
 					// No probe starts while the disk's lock is held.
-					release, probing = probe.Exclude(e.stateDir, r.name)
+					release, lockErr = probe.Exclude(e.stateDir, r.name)
 				}
+				defer release()
 				switch {
 				case r.plan.Empty():
-				case probing:
-					// Two scheduler switches at once on one queue can
-					// crash the kernel, and the probe would put its
+				case lockErr != nil:
+					// Held: two scheduler switches at once on one queue
+					// can crash the kernel, and a probe would put its
 					// originals back over these writes when it ends.
+					if probe.IsBusy(lockErr) {
+						lockErr = errProbing
+					}
 					for _, c := range r.plan.Changes {
-						res.Outcomes = append(res.Outcomes, apply.Outcome{Change: c, Status: apply.Failed, Err: errProbing})
+						res.Outcomes = append(res.Outcomes, apply.Outcome{Change: c, Status: apply.Failed, Err: lockErr})
 					}
 				default:
 					a := &apply.Applier{FS: disk, DryRun: dryRun}
 					res = a.Device(ctx, r.plan)
-					release()
 				}
 				mu.Lock()
 				applied[r.name] = res

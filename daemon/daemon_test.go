@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -603,7 +604,8 @@ func (b *blockedWrites) WriteQueueAttr(name, attr, value string) error {
 // write waits on). Before, the stop waited as long as the write did.
 func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	bw := &blockedWrites{disk: "loop20000", release: make(chan struct{}), blocked: make(chan struct{})}
-	t.Cleanup(func() { close(bw.release) })
+	unblock := sync.OnceFunc(func() { close(bw.release) })
+	t.Cleanup(unblock)
 	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), func(cfg *Config) {
 		cfg.StopTimeout = 300 * time.Millisecond
 		cfg.restoreTarget = func(t apply.Target) apply.Target { bw.Target = t; return bw }
@@ -638,7 +640,10 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	if f.Disks["loop20000"] == nil || f.Disks["loop20001"] != nil {
 		t.Errorf("originals file after stop = %s, want loop20000's only", saved)
 	}
+	runtime.GC() // a lock kept only by a file nobody references would go here
 	if !probe.Probing(r.stateDir, "loop20000") {
 		t.Error("loop20000's lock was let go while its restore write waits")
 	}
+	unblock() // the disk answers: the write returns, and the lock is let go
+	waitFor(t, 5*time.Second, "loop20000's lock to be let go", func() bool { return !probe.Probing(r.stateDir, "loop20000") })
 }

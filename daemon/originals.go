@@ -386,12 +386,17 @@ func (d *Daemon) restore(writing []string) {
 			d.log.Warn("not restored: its pass is still writing; its original values stay remembered", "device", p.Name)
 			return true
 		}
-		release, probing := func() {}, d.probes.holds(p.Name)
-		if !probing {
-			release, probing = probe.Exclude(d.cfg.StateDir, p.Name)
-		}
-		if probing {
+		if d.probes.holds(p.Name) {
 			d.log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
+			return true
+		}
+		release, err := probe.Exclude(d.cfg.StateDir, p.Name)
+		switch {
+		case probe.IsBusy(err):
+			d.log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
+			return true
+		case err != nil:
+			d.log.Warn("not restored: its lock cannot be taken; its original values stay remembered", "device", p.Name, "error", err)
 			return true
 		}
 		releases[p.Name] = release
@@ -416,7 +421,10 @@ func (d *Daemon) restore(writing []string) {
 collect:
 	for len(waiting) > 0 {
 		select {
-		case r := <-each:
+		case r, ok := <-each:
+			if !ok {
+				break collect
+			}
 			results = append(results, r.Result)
 			delete(waiting, r.Device)
 		case <-giveUp:
@@ -424,10 +432,25 @@ collect:
 		}
 	}
 	restored, failed := 0, 0
+	if len(waiting) > 0 {
+		// No probe may switch a queue a write waits on: each such disk's
+		// lock is let go when its write returns, not before.
+		pending := map[string]func(){}
+		for name := range waiting {
+			pending[name] = releases[name]
+			delete(releases, name)
+		}
+		go func() {
+			for r := range each {
+				if release := pending[r.Device]; release != nil {
+					release()
+				}
+			}
+		}()
+	}
 	for _, name := range slices.Sorted(maps.Keys(waiting)) {
 		d.log.Error("not restored: its write has not returned (its queue is frozen behind I/O the disk does not answer); its original values stay remembered, and its lock held while the write waits",
 			"device", name, "waited", d.cfg.StopTimeout+restoreGrace)
-		delete(releases, name) // no probe may switch the queue the write waits on
 		failed++
 	}
 	for _, r := range results {

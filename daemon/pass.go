@@ -106,11 +106,15 @@ func (d *Daemon) pass(name string, j job) {
 		}
 		// Held until the writes are done, so no probe starts between
 		// this check and them.
-		release, probing := probe.Exclude(d.cfg.StateDir, name)
-		if probing {
-			return // `iosched probe` is switching its scheduler
-		}
+		release, err := probe.Exclude(d.cfg.StateDir, name)
 		defer release()
+		switch {
+		case probe.IsBusy(err):
+			return // another process probes it (or writes its settings)
+		case err != nil:
+			d.log.Warn("not written this pass: the disk's lock cannot be taken", "device", name, "error", err)
+			return
+		}
 		if pol.Daemon.RestoreOnExit {
 			err := d.orig.remember(dev, p.Changes)
 			if err != nil {

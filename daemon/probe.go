@@ -189,8 +189,8 @@ func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
 	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Store: probe.OpenStore(d.cfg.StateDir, pol.Daemon.ProbeResults)}
 }
 
-// probeHolds reports whether a pass must leave the disk alone: a probe
-// (the daemon's or `iosched probe`'s) is switching its scheduler.
+// probeHolds reports whether a probe (the daemon's, or another process's
+// holding the disk's lock) is switching the disk's scheduler.
 func (d *Daemon) probeHolds(name string) bool {
 	return d.probes.holds(name) || probe.Probing(d.cfg.StateDir, name)
 }
@@ -333,7 +333,19 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 		start := time.Now()
 		rep, err := runner.Probe(ctx, name, o, false, maxAge)
 		took := time.Since(start)
-		d.probes.endMeasuring(name)
+		if done := rep.RestoreDone(); done != nil {
+			// Its restore still waits for the disk (a switch waits for
+			// the reads the disk does not answer): the disk stays the
+			// probe's until it ends, and the passes skipped meanwhile
+			// are owed then.
+			go func() {
+				<-done
+				d.probes.endMeasuring(name)
+				d.queue.kick(name, full, nil, nil)
+			}()
+		} else {
+			d.probes.endMeasuring(name)
+		}
 		d.probes.mu.Lock()
 		d.probes.spent += took
 		d.probes.mu.Unlock()
@@ -347,6 +359,13 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 			err = nil
 		}
 		switch {
+		case (ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted)) && errors.Is(err, probe.ErrRestorePending):
+			d.log.Warn("probe cancelled; the disk's settings are not back yet", "device", name, "rule", rule, "error", err)
+			<-slots
+			d.probes.mu.Lock()
+			dp.state.Status = "cancelled"
+			d.probes.mu.Unlock()
+			return
 		case ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted):
 			d.log.Info("probe cancelled; the disk's settings were restored", "device", name, "rule", rule)
 			<-slots // each slot is given back after its probe's outcome is logged

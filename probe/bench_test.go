@@ -49,7 +49,8 @@ func BenchmarkIOUring(b *testing.B) {
 		e     Engine
 		depth int
 		plain bool
-		// before: the engine's earlier way (Job.SubmitWithWait, NoYield)
+		// before: the one change of the engine's earlier way this
+		// variant puts back (Job.SubmitWithWait, NoYield)
 		before bool
 	}{
 		{"registered", uring, 32, false, false},

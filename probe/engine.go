@@ -51,8 +51,8 @@ type Job struct {
 	PlainBuffers bool
 	// SubmitWithWait makes io_uring submit the reads a wait freed together
 	// with its next wait, in one call, and NoYield keeps psync readers from
-	// yielding: the ways the engines worked before, for the benchmark that
-	// measures what their present ways gain (see uringEngine, yieldEvery).
+	// yielding, all else unchanged: for the benchmark that measures what
+	// each of the two gains (see uringEngine, yieldEvery).
 	SubmitWithWait, NoYield bool
 }
 
@@ -135,8 +135,9 @@ func latency(d time.Duration) uint32 {
 
 // hangGrace is how long after a measurement's end its reads may take to
 // complete. A disk that does not answer (a dead nbd or iSCSI server) must
-// not hold the probe past its budget: the probe then ends with ErrStuck,
-// and restores the originals, within a second of the budget.
+// not hold the probe past its budget: the probe then ends with ErrStuck
+// within a second of the budget, its restore left to finish when the disk
+// answers (see restoreSlack in run.go).
 const hangGrace = 500 * time.Millisecond
 
 // ErrStuck is a measurement whose reads did not complete in time.
@@ -338,9 +339,10 @@ func (r *procsRaise) raise(want int) (release func()) {
 const yieldEvery = 5 * time.Millisecond
 
 // psyncEngine runs Depth goroutines, each doing one pread at a time, as
-// fio's psync engine with numjobs does: a goroutine blocked in pread keeps
-// its thread, so each reader has one for the run. Readers are not locked to
-// their threads, so their yields (yieldEvery) cost no thread switch.
+// fio's psync engine with numjobs does: a goroutine blocked in pread holds
+// a thread while it waits, so the reads are as parallel as fio's threads.
+// Readers are not locked to their threads, so their yields (yieldEvery)
+// cost no thread switch.
 type psyncEngine struct{}
 
 func (psyncEngine) Name() string { return EnginePsync }

@@ -71,6 +71,19 @@ type Report struct {
 	// part of it.
 	Key    Key    `json:"key"`
 	Serial string `json:"serial,omitempty"`
+
+	// restoreDone: see RestoreDone.
+	restoreDone chan struct{}
+}
+
+// RestoreDone is nil unless the probe ended with its restore still waiting
+// for the disk (ErrRestorePending); it is then closed once the restore has
+// ended and the disk's lock is free.
+func (r *Report) RestoreDone() <-chan struct{} {
+	if r == nil || r.restoreDone == nil {
+		return nil
+	}
+	return r.restoreDone
 }
 
 // ErrInterrupted is a probe stopped by its context (SIGINT, SIGTERM, a
@@ -81,20 +94,25 @@ var ErrInterrupted = errors.New("probe interrupted")
 var ErrDiskGone = errors.New("the disk went away during the probe")
 
 // ErrRestorePending is a probe that ended before the disk took back its
-// original settings: see restoreWait.
+// original settings: see restoreSlack. Report.RestoreDone tells when it has.
 var ErrRestorePending = errors.New("the original settings are not back yet")
 
-// restoreWait bounds how long a probe waits for the disk to take back its
-// settings. A scheduler switch freezes the queue and waits for every
-// request in flight; on a disk that stopped answering (the engine gave up
-// on it with ErrStuck) that is until it answers again. The probe then ends
-// without waiting further, so its run stays within a second of its budget
-// (the measurement stops restoreAllowance before the budget, the engine
-// gives up hangGrace after, then this), and the write goes on: the disk
-// stays locked until it ends, so nothing else switches the queue meanwhile,
-// and the originals stay recorded for the next probe or daemon start,
-// should the process end first.
-const restoreWait = 400 * time.Millisecond
+// How long a probe waits for the disk to take back its settings. A
+// scheduler switch freezes the queue and waits for every request in
+// flight; on a disk that stopped answering that is until it answers again.
+// The restore is waited for until restoreSlack past the budget, or only
+// restoreWaitStuck when the engine already gave up on the disk's reads
+// (ErrStuck): the measurement stops restoreAllowance before the budget and
+// the engine gives up hangGrace after a measurement's end, so either way
+// the run ends within a second of its budget. The probe then ends without
+// waiting further, and the write goes on: the disk stays locked until it
+// ends, so nothing else switches the queue meanwhile, and the originals
+// stay recorded for the next probe or daemon start, should the process end
+// first.
+const (
+	restoreSlack     = 900 * time.Millisecond
+	restoreWaitStuck = 400 * time.Millisecond
+)
 
 // minBlocks is how many distinct blocks a disk must have for random reads
 // over it to mean anything (fewer would measure a cache).
@@ -249,19 +267,30 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 				done <- orig.restore(t.FS)
 			}
 		}()
+		wait := time.Until(start.Add(budget + restoreSlack))
+		if errors.Is(err, ErrStuck) {
+			wait = min(wait, restoreWaitStuck)
+		}
+		wait = max(wait, 10*time.Millisecond) // a run past its budget still looks once
 		var rerr error
 		select {
 		case rerr = <-done:
-		case <-time.After(restoreWait):
+		case <-time.After(wait):
 			lockHandedOff = true
+			rep.restoreDone = make(chan struct{})
 			go func() {
 				if <-done == nil {
 					os.Remove(originalsPath(t.StateDir, name))
 				}
 				lk.release()
+				close(rep.restoreDone)
 			}()
+			if after, e := readStat(t.FS, name); e == nil { // the counters, not the queue
+				rep.ReadsAfter, rep.WritesAfter = after.Reads, after.Writes
+			}
+			rep.ElapsedS = time.Since(start).Seconds()
 			err = errors.Join(err, fmt.Errorf("%s: %w: the disk has not taken the write after %s (a switch waits for the reads in flight); the write goes on and the disk stays locked until it ends; the settings stay recorded in %s for the next probe or daemon start",
-				name, ErrRestorePending, restoreWait, originalsPath(t.StateDir, name)))
+				name, ErrRestorePending, wait.Round(time.Millisecond), originalsPath(t.StateDir, name)))
 			return
 		}
 		if rerr == nil {

@@ -58,23 +58,35 @@ func Hold(stateDir, name string) (release func(), err error) {
 }
 
 // Exclude is Hold for a writer of the disk's settings (the daemon's
-// passes, `iosched apply`): while it holds the lock no probe starts on the
-// disk, so the writer's check and its writes are one step (two scheduler
-// switches at once on one queue can crash the kernel, and a probe would
-// put its originals back over the writes). probing is true when a probe
-// holds the disk: the writer must leave it alone. When the lock cannot be
-// taken for any other reason (a state directory that cannot be written),
-// no probe can take it there either: the writer goes on without it.
-func Exclude(stateDir, name string) (release func(), probing bool) {
+// passes and its restore at stop, `iosched apply`): while it holds the lock
+// no probe starts on the disk, so the writer's check and its writes are one
+// step (two scheduler switches at once on one queue can crash the kernel,
+// and a probe would put its originals back over the writes). A lock held
+// by a probe (or another writer) is a Refusal with Busy set (see IsBusy):
+// the writer must leave the disk alone for now. Where no lock can be made
+// at all (a state directory that is not one, is read-only, or is not ours
+// to write), no probe can take one either: release is then a no-op and err
+// nil, and the writer goes on. Any other failure (out of descriptors, say)
+// is returned: the writer leaves the disk for its next pass. release is
+// never nil.
+func Exclude(stateDir, name string) (release func(), err error) {
 	l, err := takeLock(stateDir, name)
-	if err != nil {
-		var r *Refusal
-		if errors.As(err, &r) && r.Busy {
-			return nil, true
-		}
-		return func() {}, false
+	switch {
+	case err == nil:
+		return l.release, nil
+	case IsBusy(err):
+		return func() {}, err
+	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EROFS), errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EEXIST):
+		return func() {}, nil
 	}
-	return l.release, false
+	return func() {}, err
+}
+
+// IsBusy reports whether err is a Refusal because others use or probe the
+// disk.
+func IsBusy(err error) bool {
+	var r *Refusal
+	return errors.As(err, &r) && r.Busy
 }
 
 func lockPath(stateDir, name string) string {
@@ -111,12 +123,20 @@ func takeLock(stateDir, name string) (*lock, error) {
 			return nil, fmt.Errorf("probe lock %s: %w", p, err)
 		}
 		var held, now unix.Stat_t
-		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(p, &now) == nil && held.Dev == now.Dev && held.Ino == now.Ino {
+		err = unix.Fstat(int(f.Fd()), &held)
+		if err == nil {
+			err = unix.Stat(p, &now)
+		}
+		if err == nil && held.Dev == now.Dev && held.Ino == now.Ino {
 			_ = f.Truncate(0)
 			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 			return &lock{f: f, path: p}, nil
 		}
-		f.Close() // removed by its holder meanwhile: lock the new one
+		f.Close()
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return nil, fmt.Errorf("probe lock %s: %w", p, err)
+		}
+		// Removed by its holder meanwhile: lock the new one.
 	}
 }
 

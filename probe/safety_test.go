@@ -57,9 +57,9 @@ func TestRecoverInterruptedTakesTheLock(t *testing.T) {
 // between another's open and lock is not taken for the disk's lock.
 func TestExcludeAndTheLockFile(t *testing.T) {
 	state := t.TempDir()
-	release, probing := Exclude(state, "vda")
-	if probing {
-		t.Fatal("Exclude: probing with no probe")
+	release, err := Exclude(state, "vda")
+	if err != nil {
+		t.Fatalf("Exclude with no probe: %v", err)
 	}
 	if _, err := takeLock(state, "vda"); err == nil {
 		t.Fatal("a probe took the disk while a writer held it")
@@ -75,8 +75,8 @@ func TestExcludeAndTheLockFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if release, probing := Exclude(state, "vda"); !probing || release != nil {
-		t.Error("Exclude while a probe holds the disk: not probing")
+	if release, err := Exclude(state, "vda"); !IsBusy(err) || release == nil {
+		t.Errorf("Exclude while a probe holds the disk: %v, want busy", err)
 	}
 	if !Probing(state, "vda") {
 		t.Error("Probing false while a probe holds the disk")
@@ -105,8 +105,8 @@ func TestExcludeAndTheLockFile(t *testing.T) {
 	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if release, probing := Exclude(notDir, "vda"); probing || release == nil {
-		t.Error("Exclude with an unusable state directory: the writer is stopped")
+	if release, err := Exclude(notDir, "vda"); err != nil || release == nil {
+		t.Errorf("Exclude with a state directory that is a file: %v; the writer must go on", err)
 	} else {
 		release()
 	}

@@ -182,13 +182,21 @@ func TestIntegrationStuckDisk(t *testing.T) {
 		t.Errorf("the originals record is gone while the restore waits: %v", err)
 	}
 
+	if rep.ElapsedS <= 0 || rep.WritesAfter != rep.WritesBefore || rep.ReadsAfter <= rep.ReadsBefore {
+		t.Errorf("report: elapsed %.2fs, reads %d -> %d, writes %d -> %d", rep.ElapsedS, rep.ReadsBefore, rep.ReadsAfter, rep.WritesBefore, rep.WritesAfter)
+	}
+	done := rep.RestoreDone()
+	if done == nil {
+		t.Fatal("RestoreDone is nil with the restore pending")
+	}
 	g.set(false) // the disk answers again
-	deadline := time.Now().Add(10 * time.Second)
-	for !lockFree(state, l.Name) {
-		if time.Now().After(deadline) {
-			t.Fatal("the lock is still held 10 s after the disk answered again")
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the restore had not ended 10 s after the disk answered again")
+	}
+	if !lockFree(state, l.Name) {
+		t.Error("the lock is held after the restore ended")
 	}
 	checkBack(t, live, l.Name, orig)
 	if _, err := os.Stat(originalsPath(state, l.Name)); !errors.Is(err, os.ErrNotExist) {
