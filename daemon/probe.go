@@ -281,6 +281,10 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 		}
 		f()
 		dp.state.Since = time.Now()
+		// The state file shows it now, not at the disk's next pass:
+		// that pass may be held back (a restore still waiting for the
+		// disk holds its lock).
+		d.markChanged()
 		return true
 	}
 	for {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -241,5 +242,61 @@ func TestIntegrationProbeDaemonConcurrency(t *testing.T) {
 	}
 	if strings.Join(order, " ") != "start end start end" {
 		t.Errorf("probes in the log: %v, want one at a time", order)
+	}
+}
+
+// TestIntegrationProbeDaemonStuckDisk: the disk stops answering once the
+// daemon's probe has switched its scheduler. The probe fails within its
+// budget with its restore left waiting for the disk; meanwhile no pass
+// writes the disk (its lock is the restore's). When the disk answers again,
+// kyber and the values before the probe are back, and the disk is the
+// daemon's passes' again. Before, the probe waited in its restore for as
+// long as the disk did not answer, holding its probe slot.
+func TestIntegrationProbeDaemonStuckDisk(t *testing.T) {
+	requireLoops(t)
+	l, gate := looptest.AddGated(t, 22505, 32<<20)
+	name := l.Name
+	setScheduler(t, name, "kyber")
+	state := t.TempDir()
+	r := start(t, probePolicy(name, "200ms", 1, ""), withStateDir(state))
+	// The probe's first switch: the disk stops answering.
+	waitFor(t, 10*time.Second, "the probe's first switch", func() bool {
+		if s := activeScheduler(t, name); s != "kyber" {
+			gate.Set(true)
+			return true
+		}
+		return false
+	})
+	waitFor(t, 10*time.Second, "the probe to fail", func() bool {
+		ds := r.diskState(t, name)
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "failed"
+	})
+	if gate.Waiting() == 0 {
+		t.Fatal("no read waits at the gate: the disk never stopped answering")
+	}
+	if len(r.log.lines("probe failed", "device="+name, "not back yet")) != 1 {
+		t.Errorf("the failed probe and its pending restore are not logged:\n%s", r.log)
+	}
+	if s := activeScheduler(t, name); s == "kyber" {
+		t.Fatal("kyber is back while the disk does not answer")
+	}
+	// A reconcile now must leave the disk alone: the restore holds it.
+	writes := len(r.log.lines("msg=set", "device="+name))
+	r.signals <- syscall.SIGUSR1
+	time.Sleep(300 * time.Millisecond)
+	if n := len(r.log.lines("msg=set", "device="+name)); n != writes {
+		t.Errorf("a pass wrote the disk while its restore waits:\n%s", r.log)
+	}
+
+	gate.Set(false) // the disk answers again
+	waitFor(t, 10*time.Second, "kyber back on the disk", func() bool { return activeScheduler(t, name) == "kyber" })
+	waitFor(t, 10*time.Second, "the disk to be the passes' again", func() bool {
+		return !r.d.probes.holds(name) && !probe.Probing(state, name)
+	})
+	if v, err := os.ReadFile("/sys/block/" + name + "/queue/nr_requests"); err != nil || strings.TrimSpace(string(v)) != "64" {
+		t.Errorf("nr_requests after the restore = %q (%v), want 64, as before the probe", v, err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,5 +1,6 @@
 // Package looptest creates and removes real loop and zram devices for
-// integration tests, through /dev/loop-control and /sys/class/zram-control.
+// integration tests, through /dev/loop-control and /sys/class/zram-control,
+// and loop devices that stop answering when a test says so (AddGated).
 // Each test package uses its own range of loop numbers (see Ranges) so that
 // packages running at once never touch each other's devices, and nothing
 // outside those ranges is ever created, bound or removed.
