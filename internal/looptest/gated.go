@@ -123,4 +123,3 @@ func AddGated(t testing.TB, n int, size int64) (*Loop, *Gate) {
 	t.Cleanup(func() { g.Set(false) }) // runs before the loop's removal
 	return l, g
 }
-
