@@ -3,10 +3,12 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -410,17 +412,7 @@ func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
 	if len(r.log.lines("level=WARN", "not restored", "device=loop20000")) != 1 {
 		t.Errorf("the disk left unrestored was not logged:\n%s", r.log)
 	}
-	saved, err := os.ReadFile(filepath.Join(r.stateDir, "originals.json"))
-	if err != nil {
-		t.Fatalf("originals file: %v", err)
-	}
-	var f originalsFile
-	if err := json.Unmarshal(saved, &f); err != nil {
-		t.Fatal(err)
-	}
-	if f.Disks["loop20000"] == nil || f.Disks["loop20001"] != nil {
-		t.Errorf("originals file after stop = %s, want loop20000's only", saved)
-	}
+	r.wantRemembered(t, "loop20000")
 }
 
 // A stop does not restore a disk a probe holds (here a CLI probe's lock):
@@ -448,17 +440,7 @@ func TestRestoreOnExitSkipsDisksAProbeHolds(t *testing.T) {
 	if len(r.log.lines("level=WARN", "not restored", "a probe holds it", "device=loop20000")) != 1 {
 		t.Errorf("the disk left unrestored was not logged:\n%s", r.log)
 	}
-	saved, err := os.ReadFile(filepath.Join(r.stateDir, "originals.json"))
-	if err != nil {
-		t.Fatalf("originals file: %v", err)
-	}
-	var f originalsFile
-	if err := json.Unmarshal(saved, &f); err != nil {
-		t.Fatal(err)
-	}
-	if f.Disks["loop20000"] == nil || f.Disks["loop20001"] != nil {
-		t.Errorf("originals file after stop = %s, want loop20000's only", saved)
-	}
+	r.wantRemembered(t, "loop20000")
 	// The passes and the restore took each disk's lock around their
 	// writes, and left no lock file behind.
 	release()
@@ -629,6 +611,19 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	if len(r.log.lines("level=ERROR", "not restored: its write has not returned", "device=loop20000")) != 1 {
 		t.Errorf("the disk left unrestored was not logged:\n%s", r.log)
 	}
+	r.wantRemembered(t, "loop20000")
+	runtime.GC() // a lock kept only by a file nobody references would go here
+	if !probe.Probing(r.stateDir, "loop20000") {
+		t.Error("loop20000's lock was let go while its restore write waits")
+	}
+	unblock() // the disk answers: the write returns, and the lock is let go
+	waitFor(t, 5*time.Second, "loop20000's lock to be let go", func() bool { return !probe.Probing(r.stateDir, "loop20000") })
+}
+
+// wantRemembered checks that the originals file keeps the original values
+// of the disks named, and of no other.
+func (r *running) wantRemembered(t *testing.T, disks ...string) {
+	t.Helper()
 	saved, err := os.ReadFile(filepath.Join(r.stateDir, "originals.json"))
 	if err != nil {
 		t.Fatalf("originals file: %v", err)
@@ -637,13 +632,7 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	if err := json.Unmarshal(saved, &f); err != nil {
 		t.Fatal(err)
 	}
-	if f.Disks["loop20000"] == nil || f.Disks["loop20001"] != nil {
-		t.Errorf("originals file after stop = %s, want loop20000's only", saved)
+	if !slices.Equal(slices.Sorted(maps.Keys(f.Disks)), slices.Sorted(slices.Values(disks))) {
+		t.Errorf("originals file = %s, want the values of %v only", saved, disks)
 	}
-	runtime.GC() // a lock kept only by a file nobody references would go here
-	if !probe.Probing(r.stateDir, "loop20000") {
-		t.Error("loop20000's lock was let go while its restore write waits")
-	}
-	unblock() // the disk answers: the write returns, and the lock is let go
-	waitFor(t, 5*time.Second, "loop20000's lock to be let go", func() bool { return !probe.Probing(r.stateDir, "loop20000") })
 }
