@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
@@ -33,18 +34,29 @@ func refuse(dev, format string, a ...any) error {
 	return &Refusal{Device: dev, Reason: fmt.Sprintf(format, a...)}
 }
 
-// lock is the state directory's probe lock of one disk: an open file
-// description lock (fcntl F_OFD_SETLK), so a probe killed with SIGKILL
-// leaves it free, and so that whether it is held can be asked (F_OFD_GETLK)
-// without taking it: testing an flock means taking it for a moment, which
-// makes a probe starting at that moment refuse its disk as busy.
-type lock struct {
-	f    *os.File
-	path string
-}
+// lock is the state directory's lock of one disk: one byte of the
+// directory's one lock file (locksFile), at an offset derived from the
+// disk's name, locked with an open file description lock (fcntl
+// F_OFD_SETLK). A probe killed with SIGKILL leaves it free; whether it is
+// held can be asked (F_OFD_GETLK) without taking it, where testing an
+// flock means taking it for a moment, which makes a probe starting at that
+// moment refuse its disk as busy. One file for every disk, never removed:
+// the daemon takes a disk's lock around every write, and a file a disk
+// would cost a create and a removal in one directory each time, which a
+// burst of a thousand new disks made three times slower.
+type lock struct{ f *os.File }
 
-// wholeFile is a write lock over the whole lock file.
-func wholeFile() *unix.Flock_t { return &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart} }
+// locksFile is the state directory's lock file.
+const locksFile = "disks.lock"
+
+// diskByte is the disk's byte of the lock file, as a write lock: an
+// offset from a 62-bit hash of its name (two names of disks present at
+// once sharing one would make one wait for the other, no worse).
+func diskByte(name string) *unix.Flock_t {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: int64(h.Sum64() >> 2), Len: 1}
+}
 
 // Hold takes the disk's probe lock as a probe does, for another writer of
 // the disk's scheduler that must not overlap a probe; a held lock is a
@@ -89,61 +101,37 @@ func IsBusy(err error) bool {
 	return errors.As(err, &r) && r.Busy
 }
 
-func lockPath(stateDir, name string) string {
-	return filepath.Join(stateDir, "probe-"+name+".lock")
-}
-
-// takeLock takes the disk's lock, or says who holds it. A holder removes
-// the lock file when it releases it, so that writers of every disk leave
-// no file per disk behind; whoever opened the file before the removal and
-// locks it after holds a file nobody else can find, and tries again on
-// the path's new file.
+// takeLock takes the disk's lock, or says it is held (and, when a probe
+// holds it, by which process: its originals record says).
 func takeLock(stateDir, name string) (*lock, error) {
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	p := lockPath(stateDir, name)
-	for {
-		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("probe lock: %w", err)
-		}
-		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, wholeFile()); err != nil {
-			b, _ := io.ReadAll(io.LimitReader(f, 32))
-			f.Close()
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-				who := strings.TrimSpace(string(b))
-				if who != "" {
-					who = " (pid " + who + ")"
-				}
-				err := refuse(name, "another probe of %s is running, or iosched is writing its settings%s: its lock %s is held", name, who, p)
-				err.(*Refusal).Busy = true
-				return nil, err
-			}
-			return nil, fmt.Errorf("probe lock %s: %w", p, err)
-		}
-		var held, now unix.Stat_t
-		err = unix.Fstat(int(f.Fd()), &held)
-		if err == nil {
-			err = unix.Stat(p, &now)
-		}
-		if err == nil && held.Dev == now.Dev && held.Ino == now.Ino {
-			_ = f.Truncate(0)
-			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-			return &lock{f: f, path: p}, nil
-		}
-		f.Close()
-		if err != nil && !errors.Is(err, unix.ENOENT) {
-			return nil, fmt.Errorf("probe lock %s: %w", p, err)
-		}
-		// Removed by its holder meanwhile: lock the new one.
+	p := filepath.Join(stateDir, locksFile)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("probe lock: %w", err)
 	}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, diskByte(name)); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			who := ""
+			var o Originals
+			if b, e := os.ReadFile(originalsPath(stateDir, name)); e == nil && json.Unmarshal(b, &o) == nil && o.PID > 0 {
+				who = fmt.Sprintf(" (pid %d)", o.PID)
+			}
+			err := refuse(name, "another probe of %s is running%s, or iosched is writing its settings: its lock in %s is held", name, who, p)
+			err.(*Refusal).Busy = true
+			return nil, err
+		}
+		return nil, fmt.Errorf("probe lock %s: %w", p, err)
+	}
+	return &lock{f: f}, nil
 }
 
 func (l *lock) release() {
 	if l != nil && l.f != nil {
-		os.Remove(l.path) // while held: see takeLock
-		l.f.Close()       // closing drops the lock
+		l.f.Close() // closing drops the lock
 		l.f = nil
 	}
 }
@@ -151,14 +139,14 @@ func (l *lock) release() {
 // lockFree reports whether nobody holds the disk's lock (a probe that
 // died does not).
 func lockFree(stateDir, name string) bool {
-	f, err := os.Open(lockPath(stateDir, name))
+	f, err := os.Open(filepath.Join(stateDir, locksFile))
 	if err != nil {
 		// No lock where none can be (a state directory that is a file,
 		// or missing): nobody probes through it.
 		return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
 	}
 	defer f.Close()
-	lk := wholeFile()
+	lk := diskByte(name)
 	if unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, lk) != nil {
 		return false
 	}
