@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,7 +45,7 @@ func refuse(dev, format string, a ...any) error {
 // the daemon takes a disk's lock around every write, and a file a disk
 // would cost a create and a removal in one directory each time, which a
 // burst of a thousand new disks made three times slower.
-type lock struct{ f *os.File }
+type lock struct{ fd int }
 
 // locksFile is the state directory's lock file.
 const locksFile = "disks.lock"
@@ -81,17 +82,86 @@ func Hold(stateDir, name string) (release func(), err error) {
 // nil, and the writer goes on. Any other failure (out of descriptors, say)
 // is returned: the writer leaves the disk for its next pass. release is
 // never nil.
+//
+// Writers of one process lock through one open lock file (see writers), so
+// a writer's lock costs two fcntl calls and no descriptor.
 func Exclude(stateDir, name string) (release func(), err error) {
-	l, err := takeLock(stateDir, name)
+	writers.mu.Lock()
+	defer writers.mu.Unlock()
+	f, err := writers.file(stateDir)
 	switch {
-	case err == nil:
-		return l.release, nil
-	case IsBusy(err):
-		return func() {}, err
 	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EROFS), errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EEXIST):
 		return func() {}, nil
+	case err != nil:
+		return func() {}, err
+	case f.held[name]:
+		// Locks of one open file do not exclude each other: this
+		// process's other writer of the disk must end first.
+		return func() {}, busy(stateDir, name)
 	}
-	return func() {}, err
+	if err := unix.FcntlFlock(uintptr(f.fd), unix.F_OFD_SETLK, diskByte(name)); err != nil {
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return func() {}, busy(stateDir, name)
+		}
+		return func() {}, fmt.Errorf("probe lock %s: %w", filepath.Join(stateDir, locksFile), err)
+	}
+	f.held[name] = true
+	released := false
+	return func() {
+		writers.mu.Lock()
+		defer writers.mu.Unlock()
+		if !released {
+			released = true
+			unlock := diskByte(name)
+			unlock.Type = unix.F_UNLCK
+			_ = unix.FcntlFlock(uintptr(f.fd), unix.F_OFD_SETLK, unlock)
+			delete(f.held, name)
+		}
+	}, nil
+}
+
+// writers are the lock files this process's writers lock through, each
+// open for the process's life: one descriptor a write would hold a
+// thousand at once in a burst of new disks, and the process's descriptor
+// table, growing, waits for an RCU grace period each time it doubles. (The
+// daemon and apply each use one state directory; tests use many.)
+var writers = writerLocks{files: map[string]*writerFile{}}
+
+type writerLocks struct {
+	mu    sync.Mutex
+	files map[string]*writerFile // by state directory
+}
+
+type writerFile struct {
+	fd   int
+	held map[string]bool // disks a writer of this process holds
+}
+
+// file opens stateDir's lock file for writers, or returns the one open.
+func (w *writerLocks) file(stateDir string) (*writerFile, error) {
+	if f := w.files[stateDir]; f != nil {
+		return f, nil
+	}
+	fd, err := openLockFile(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	f := &writerFile{fd: fd, held: map[string]bool{}}
+	w.files[stateDir] = f
+	return f, nil
+}
+
+// busy is the refusal for a disk whose lock is held, naming the probe's
+// process when a probe's originals record says it.
+func busy(stateDir, name string) error {
+	who := ""
+	var o Originals
+	if b, e := os.ReadFile(originalsPath(stateDir, name)); e == nil && json.Unmarshal(b, &o) == nil && o.PID > 0 {
+		who = fmt.Sprintf(" (pid %d)", o.PID)
+	}
+	err := refuse(name, "another probe of %s is running%s, or iosched is writing its settings: its lock in %s is held", name, who, filepath.Join(stateDir, locksFile))
+	err.(*Refusal).Busy = true
+	return err
 }
 
 // IsBusy reports whether err is a Refusal because others use or probe the
@@ -101,53 +171,58 @@ func IsBusy(err error) bool {
 	return errors.As(err, &r) && r.Busy
 }
 
-// takeLock takes the disk's lock, or says it is held (and, when a probe
-// holds it, by which process: its originals record says).
+// takeLock takes the disk's lock through an open lock file of its own, or
+// says it is held.
 func takeLock(stateDir, name string) (*lock, error) {
+	fd, err := openLockFile(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, diskByte(name)); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return nil, busy(stateDir, name)
+		}
+		return nil, fmt.Errorf("probe lock %s: %w", filepath.Join(stateDir, locksFile), err)
+	}
+	return &lock{fd: fd}, nil
+}
+
+// openLockFile opens stateDir's lock file, making both when missing.
+func openLockFile(stateDir string) (int, error) {
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
+		return -1, fmt.Errorf("state directory: %w", err)
 	}
 	p := filepath.Join(stateDir, locksFile)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		fd, err = unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("probe lock: %w", err)
+		return -1, fmt.Errorf("probe lock %s: %w", p, err)
 	}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, diskByte(name)); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-			who := ""
-			var o Originals
-			if b, e := os.ReadFile(originalsPath(stateDir, name)); e == nil && json.Unmarshal(b, &o) == nil && o.PID > 0 {
-				who = fmt.Sprintf(" (pid %d)", o.PID)
-			}
-			err := refuse(name, "another probe of %s is running%s, or iosched is writing its settings: its lock in %s is held", name, who, p)
-			err.(*Refusal).Busy = true
-			return nil, err
-		}
-		return nil, fmt.Errorf("probe lock %s: %w", p, err)
-	}
-	return &lock{f: f}, nil
+	return fd, nil
 }
 
 func (l *lock) release() {
-	if l != nil && l.f != nil {
-		l.f.Close() // closing drops the lock
-		l.f = nil
+	if l != nil && l.fd >= 0 {
+		unix.Close(l.fd) // closing drops the lock
+		l.fd = -1
 	}
 }
 
 // lockFree reports whether nobody holds the disk's lock (a probe that
 // died does not).
 func lockFree(stateDir, name string) bool {
-	f, err := os.Open(filepath.Join(stateDir, locksFile))
+	fd, err := unix.Open(filepath.Join(stateDir, locksFile), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		// No lock where none can be (a state directory that is a file,
 		// or missing): nobody probes through it.
-		return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
+		return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	lk := diskByte(name)
-	if unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, lk) != nil {
+	if unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, lk) != nil {
 		return false
 	}
 	return lk.Type == unix.F_UNLCK
