@@ -43,8 +43,9 @@ func refuse(dev, format string, a ...any) error {
 // flock means taking it for a moment, which makes a probe starting at that
 // moment refuse its disk as busy. One file for every disk, never removed:
 // the daemon takes a disk's lock around every write, and a file a disk
-// would cost a create and a removal in one directory each time, which a
-// burst of a thousand new disks made three times slower.
+// would cost a create and a removal in one directory each time, which
+// slowed a burst of new disks down (contrib/bench/README.md, "The disks'
+// locks around the daemon's writes").
 type lock struct{ fd int }
 
 // locksFile is the state directory's lock file.
@@ -121,8 +122,8 @@ func Exclude(stateDir, name string) (release func(), err error) {
 }
 
 // writers are the lock files this process's writers lock through, each
-// open for the process's life: one descriptor a write would hold a
-// thousand at once in a burst of new disks, and the process's descriptor
+// open for the process's life: one descriptor a write would hold as many
+// at once as disks are written at once, and the process's descriptor
 // table, growing, waits for an RCU grace period each time it doubles. (The
 // daemon and apply each use one state directory; tests use many.)
 var writers = writerLocks{files: map[string]*writerFile{}}
