@@ -359,18 +359,18 @@ func (o *originals) plans() []plan.Device {
 	return out
 }
 
+// restoreGrace is how long past StopTimeout the restore at stop waits for
+// writes already in the kernel.
+const restoreGrace = time.Second
+
 // restore puts back the original values of every disk but those in
 // writing (their pass is still running) and those a probe holds (the
 // daemon's own, or a CLI probe's lock: it switches the scheduler, and two
 // switches at once on one queue must never happen), then forgets those it
 // restored. The others stay in the originals file for the next daemon to
-// restore. A
-// disk with unknown values counts as failed: what is known of it is put
-// back, the rest cannot be.
-// restoreGrace is how long past StopTimeout the restore at stop waits for
-// writes already in the kernel.
-const restoreGrace = time.Second
-
+// restore: so does a disk whose write has not returned within StopTimeout
+// and restoreGrace. A disk with unknown values counts as failed: what is
+// known of it is put back, the rest cannot be.
 func (d *Daemon) restore(writing []string) {
 	plans := d.orig.plans()
 	unknown := d.orig.unknown()
