@@ -101,10 +101,11 @@ var ErrRestorePending = errors.New("the original settings are not back yet")
 // scheduler switch freezes the queue and waits for every request in
 // flight; on a disk that stopped answering that is until it answers again.
 // The restore is waited for until restoreSlack past the budget, or only
-// restoreWaitStuck when the engine already gave up on the disk's reads
-// (ErrStuck): the measurement stops restoreAllowance before the budget and
-// the engine gives up hangGrace after a measurement's end, so either way
-// the run ends within a second of its budget. The probe then ends without
+// restoreWaitStuck when the disk was already found not answering
+// (ErrStuck: the engine gave up on its reads, hangGrace after a
+// measurement's end, or the probe on a switch, after switchWait); as the
+// measurement stops restoreAllowance before the budget, either way the run
+// ends within a second of its budget. The probe then ends without
 // waiting further, and the write goes on: the disk stays locked until it
 // ends, so nothing else switches the queue meanwhile, and the originals
 // stay recorded for the next probe or daemon start, should the process end
@@ -248,6 +249,7 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 	defer cancel()
 	gone := func() bool { return !t.FS.Exists(name) || t.FS.DiskSeq(name) != dev.DiskSeq }
 	apply := ""
+	var writes writeChain
 	defer func() {
 		// Every way out puts the originals back, unless the winner is to
 		// stay; a disk that went away has nothing to put back.
@@ -259,14 +261,12 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 			return
 		}
 		keep := apply != "" && apply != orig.Values["scheduler"]
-		done := make(chan error, 1)
-		go func() {
+		done := writes.start(func() error { // after a switch still waiting, if any
 			if keep {
-				done <- setScheduler(t.FS, name, apply)
-			} else {
-				done <- orig.restore(t.FS)
+				return setScheduler(t.FS, name, apply)
 			}
-		}()
+			return orig.restore(t.FS)
+		})
 		wait := time.Until(start.Add(budget + restoreSlack))
 		if errors.Is(err, ErrStuck) {
 			wait = min(wait, restoreWaitStuck)
@@ -324,7 +324,7 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 			slices.Reverse(order)
 		}
 		for pos, c := range order {
-			rf, wr, err := measureCandidate(mctx, t.FS, name, eng, fd, int64(*dev.SizeBytes), c, round, o)
+			rf, wr, err := measureCandidate(mctx, &writes, t.FS, name, eng, fd, int64(*dev.SizeBytes), c, round, o)
 			if err != nil {
 				if gone() {
 					return rep, fmt.Errorf("%s: %w (%v)", name, ErrDiskGone, err)
@@ -364,10 +364,47 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 // measureCandidate switches to sched, warms up, and measures at depth 1
 // and at o.Depth. The reads of one round go to the same blocks for every
 // candidate (the seed is the round's).
-func measureCandidate(ctx context.Context, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options) (RoundFigures, int64, error) {
+// writeChain makes a probe's writes to its disk's settings one after the
+// other, each in a goroutine of its own that first waits for the one
+// before: a write the disk holds up (a switch waits for the I/O in flight,
+// which a disk that stopped answering never ends) holds up the writes
+// after it, never the probe, and no two switches of the queue ever run at
+// once. Only the probe's goroutine starts writes.
+type writeChain struct {
+	last chan struct{} // closed when the last write started has ended
+}
+
+// start queues w after the writes started before it; its error comes on
+// the channel returned.
+func (c *writeChain) start(w func() error) <-chan error {
+	prev, end := c.last, make(chan struct{})
+	c.last = end
+	res := make(chan error, 1)
+	go func() {
+		if prev != nil {
+			<-prev
+		}
+		res <- w()
+		close(end)
+	}()
+	return res
+}
+
+// switchWait bounds how long a probe waits for a switch to a candidate.
+// Measuring stops restoreAllowance before the budget, and a restore is
+// waited for restoreWaitStuck after a switch given up on: so the run ends
+// within a second of its budget.
+const switchWait = 500 * time.Millisecond
+
+func measureCandidate(ctx context.Context, writes *writeChain, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options) (RoundFigures, int64, error) {
 	var rf RoundFigures
-	if err := setScheduler(fs, name, sched); err != nil {
-		return rf, 0, err
+	select {
+	case err := <-writes.start(func() error { return setScheduler(fs, name, sched) }):
+		if err != nil {
+			return rf, 0, err
+		}
+	case <-time.After(switchWait):
+		return rf, 0, fmt.Errorf("switching to %s: the disk has not taken it after %s (a switch waits for the I/O in flight): %w", sched, switchWait, ErrStuck)
 	}
 	runs := int64(0)
 	job := func(depth int, d time.Duration, seed uint64) (*Sample, error) {

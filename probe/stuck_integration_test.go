@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/iosched/iosched/internal/looptest"
 )
 
@@ -88,5 +90,88 @@ func TestIntegrationStuckDisk(t *testing.T) {
 	checkBack(t, live, l.Name, orig)
 	if _, err := os.Stat(originalsPath(state, l.Name)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("originals record left behind after the restore: %v", err)
+	}
+}
+
+// TestIntegrationStuckBeforeTheProbe: with --force, a disk whose queue
+// holds another's read that does not complete (the disk stopped answering
+// before the probe began) holds the probe's first switch. The probe gives
+// up on it within a second of its budget, with its restore queued behind
+// that switch (never beside it: two switches of one queue at once can
+// crash the kernel). When the disk answers, the switch and then the
+// restore are done, and kyber is back. (Before, the probe waited in its
+// first switch for as long as the disk did not answer.)
+func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
+	looptest.Require(t)
+	live := liveFS(t)
+	l, g := looptest.AddGated(t, 7305, 64<<20)
+	orig := startFrom(t, live, l.Name)
+	state := t.TempDir()
+
+	g.Set(true)
+	fd, err := unix.Open("/dev/"+l.Name, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() { _, err := unix.Pread(fd, mem, 0); read <- err }() // another's read, held at the gate
+	waitUntil(t, "the other read at the gate", func() bool { return g.Waiting() > 0 })
+
+	o := Options{Duration: 200 * time.Millisecond, Rounds: 1, Depth: 8, Engine: EngineIOUring, Force: true}
+	start := time.Now()
+	ran := make(chan struct{})
+	var rep *Report
+	go func() {
+		defer close(ran)
+		rep, err = Run(context.Background(), Target{FS: live, StateDir: state, Name: l.Name}, o, func(s string) { t.Log(s) })
+	}()
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		g.Set(false)
+		<-ran
+		t.Fatal("the probe was still running 10 s after it started (its budget is under 2 s)")
+	}
+	took := time.Since(start)
+	if !errors.Is(err, ErrStuck) || !errors.Is(err, ErrRestorePending) {
+		t.Fatalf("err = %v, want the switch given up on and the restore pending", err)
+	}
+	t.Log(err)
+	if took > time.Duration(rep.BudgetS*float64(time.Second))+time.Second {
+		t.Errorf("took %s, budget %.2fs + 1s", took, rep.BudgetS)
+	}
+	if lockFree(state, l.Name) {
+		t.Error("the disk's lock was let go while its switch and restore wait")
+	}
+
+	g.Set(false) // the disk answers again
+	if err := <-read; err != nil {
+		t.Errorf("the other read: %v", err)
+	}
+	select {
+	case <-rep.RestoreDone():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the restore had not ended 10 s after the disk answered again")
+	}
+	checkBack(t, live, l.Name, orig)
+	if !lockFree(state, l.Name) {
+		t.Error("the lock is held after the restore ended")
+	}
+	if _, err := os.Stat(originalsPath(state, l.Name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("originals record left behind after the restore: %v", err)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
