@@ -60,9 +60,10 @@ func diskByte(name string) *unix.Flock_t {
 	return &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: int64(h.Sum64() >> 2), Len: 1}
 }
 
-// Hold takes the disk's probe lock as a probe does, for another writer of
-// the disk's scheduler that must not overlap a probe; a held lock is a
-// Refusal with Busy set. release gives it back.
+// Hold takes the disk's lock as a probe does, through an open lock file of
+// its own: what another process's probe holds, for tests of the daemon and
+// the CLI (writers take it with Exclude). A held lock is a Refusal with
+// Busy set. release gives it back.
 func Hold(stateDir, name string) (release func(), err error) {
 	l, err := takeLock(stateDir, name)
 	if err != nil {

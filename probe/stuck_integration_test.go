@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/sysfs"
 )
 
 // TestIntegrationStuckDisk: the disk stops answering in the middle of a
@@ -27,39 +28,13 @@ func TestIntegrationStuckDisk(t *testing.T) {
 	orig := startFrom(t, live, l.Name)
 	state := t.TempDir()
 
-	o := Options{Duration: 200 * time.Millisecond, Rounds: 1, Depth: 8, Engine: EngineIOUring, Force: true}
-	start := time.Now()
-	type result struct {
-		rep *Report
-		err error
-	}
-	ran := make(chan result, 1)
-	go func() {
-		rep, err := Run(context.Background(), Target{FS: live, StateDir: state, Name: l.Name}, o, func(s string) {
-			t.Log(s)
-			if len(s) > 5 && s[:5] == "round" {
-				g.Set(true) // the first candidate is measured: the disk stops answering
-			}
-		})
-		ran <- result{rep, err}
-	}()
-	var rep *Report
-	var err error
-	select {
-	case r := <-ran:
-		rep, err = r.rep, r.err
-	case <-time.After(10 * time.Second):
-		g.Set(false)
-		<-ran
-		t.Fatal("the probe was still running 10 s after it started, on a disk that stopped answering (its budget is under 2 s)")
-	}
-	took := time.Since(start)
+	rep, err := probeStuck(t, g, Target{FS: live, StateDir: state, Name: l.Name}, func(s string) {
+		if len(s) > 5 && s[:5] == "round" {
+			g.Set(true) // the first candidate is measured: the disk stops answering
+		}
+	})
 	if !errors.Is(err, ErrRestorePending) {
 		t.Fatalf("probe of a disk that stopped answering: err = %v, want ErrRestorePending", err)
-	}
-	t.Log(err)
-	if rep == nil || took > time.Duration(rep.BudgetS*float64(time.Second))+time.Second {
-		t.Errorf("took %s: budget %v + 1s", took, rep)
 	}
 	if g.Waiting() == 0 {
 		t.Error("no read is waiting at the gate: the disk never stopped answering")
@@ -74,23 +49,10 @@ func TestIntegrationStuckDisk(t *testing.T) {
 	if rep.ElapsedS <= 0 || rep.WritesAfter != rep.WritesBefore || rep.ReadsAfter <= rep.ReadsBefore {
 		t.Errorf("report: elapsed %.2fs, reads %d -> %d, writes %d -> %d", rep.ElapsedS, rep.ReadsBefore, rep.ReadsAfter, rep.WritesBefore, rep.WritesAfter)
 	}
-	done := rep.RestoreDone()
-	if done == nil {
+	if rep.RestoreDone() == nil {
 		t.Fatal("RestoreDone is nil with the restore pending")
 	}
-	g.Set(false) // the disk answers again
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the restore had not ended 10 s after the disk answered again")
-	}
-	if !lockFree(state, l.Name) {
-		t.Error("the lock is held after the restore ended")
-	}
-	checkBack(t, live, l.Name, orig)
-	if _, err := os.Stat(originalsPath(state, l.Name)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("originals record left behind after the restore: %v", err)
-	}
+	afterTheDiskAnswers(t, g, live, state, l.Name, orig, rep)
 }
 
 // TestIntegrationStuckBeforeTheProbe: with --force, a disk whose queue
@@ -122,47 +84,73 @@ func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
 	go func() { _, err := unix.Pread(fd, mem, 0); read <- err }() // another's read, held at the gate
 	waitUntil(t, "the other read at the gate", func() bool { return g.Waiting() > 0 })
 
+	rep, err := probeStuck(t, g, Target{FS: live, StateDir: state, Name: l.Name}, nil)
+	if !errors.Is(err, ErrStuck) || !errors.Is(err, ErrRestorePending) {
+		t.Fatalf("err = %v, want the switch given up on and the restore pending", err)
+	}
+	if lockFree(state, l.Name) {
+		t.Error("the disk's lock was let go while its switch and restore wait")
+	}
+	afterTheDiskAnswers(t, g, live, state, l.Name, orig, rep)
+	if err := <-read; err != nil {
+		t.Errorf("the other read: %v", err)
+	}
+}
+
+// probeStuck probes a gated disk that does not answer (or stops to, as
+// progress decides) and returns what Run did, failing t when the run
+// exceeded its budget by more than a second. A run not over after 10 s
+// opens the gate and ends t.
+func probeStuck(t *testing.T, g *looptest.Gate, target Target, progress func(string)) (*Report, error) {
+	t.Helper()
 	o := Options{Duration: 200 * time.Millisecond, Rounds: 1, Depth: 8, Engine: EngineIOUring, Force: true}
 	start := time.Now()
-	ran := make(chan struct{})
 	var rep *Report
+	var err error
+	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		rep, err = Run(context.Background(), Target{FS: live, StateDir: state, Name: l.Name}, o, func(s string) { t.Log(s) })
+		rep, err = Run(context.Background(), target, o, func(s string) {
+			t.Log(s)
+			if progress != nil {
+				progress(s)
+			}
+		})
 	}()
 	select {
 	case <-ran:
 	case <-time.After(10 * time.Second):
 		g.Set(false)
 		<-ran
-		t.Fatal("the probe was still running 10 s after it started (its budget is under 2 s)")
+		t.Fatal("the probe was still running 10 s after it started, on a disk that does not answer (its budget is under 2 s)")
 	}
 	took := time.Since(start)
-	if !errors.Is(err, ErrStuck) || !errors.Is(err, ErrRestorePending) {
-		t.Fatalf("err = %v, want the switch given up on and the restore pending", err)
-	}
 	t.Log(err)
+	if rep == nil {
+		t.Fatalf("no report: %v", err)
+	}
 	if took > time.Duration(rep.BudgetS*float64(time.Second))+time.Second {
 		t.Errorf("took %s, budget %.2fs + 1s", took, rep.BudgetS)
 	}
-	if lockFree(state, l.Name) {
-		t.Error("the disk's lock was let go while its switch and restore wait")
-	}
+	return rep, err
+}
 
+// afterTheDiskAnswers opens the gate and waits for the probe's pending
+// restore: then the originals must be back, the lock free and the record
+// gone.
+func afterTheDiskAnswers(t *testing.T, g *looptest.Gate, live sysfs.FS, state, name string, orig map[string]string, rep *Report) {
+	t.Helper()
 	g.Set(false) // the disk answers again
-	if err := <-read; err != nil {
-		t.Errorf("the other read: %v", err)
-	}
 	select {
 	case <-rep.RestoreDone():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the restore had not ended 10 s after the disk answered again")
 	}
-	checkBack(t, live, l.Name, orig)
-	if !lockFree(state, l.Name) {
+	checkBack(t, live, name, orig)
+	if !lockFree(state, name) {
 		t.Error("the lock is held after the restore ended")
 	}
-	if _, err := os.Stat(originalsPath(state, l.Name)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(originalsPath(state, name)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("originals record left behind after the restore: %v", err)
 	}
 }
