@@ -33,6 +33,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-(cd "$REPO" && go build -o "$WORK/iosched" ./cmd/iosched && go build -o "$WORK/probevsfio" ./contrib/bench/cmd/probevsfio)
+(cd "$REPO" && go build -o "$WORK/iosched" ./cmd/iosched)
+(cd "$HERE" && go build -o "$WORK/probevsfio" ./cmd/probevsfio) # a module of its own (go.mod here)
 echo "fio $(fio --version | sed 's/^fio-//'), kernel $(uname -r), $(nproc) CPUs, iosched at $(cd "$REPO" && git rev-parse --short HEAD)$(cd "$REPO" && git diff --quiet HEAD || echo '+changes')" >&2
 "$WORK/probevsfio" -iosched "$WORK/iosched" -runtime "${RUNTIME:-2s}" -reps "${REPS:-3}" -only "${ONLY:-}" -batched="${BATCHED:-0}"

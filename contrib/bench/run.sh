@@ -176,7 +176,7 @@ start_udevd() {
 # ---------------------------------------------------------------- preflight
 for n in $(seq $A $((B + N - 1))); do
 	if [[ -e /sys/block/loop$n ]]; then
-		echo "run.sh: loop$n exists: loops $A-$((B + N - 1)) must be free (a previous run's? remove them with: go run ./contrib/bench/cmd/loopbench remove -first $A -count $((2 * N)))" >&2
+		echo "run.sh: loop$n exists: loops $A-$((B + N - 1)) must be free (a previous run's? remove them with: cd contrib/bench && go run ./cmd/loopbench remove -first $A -count $((2 * N)))" >&2
 		exit 1
 	fi
 done
@@ -206,7 +206,9 @@ else
 	(cd "$TMP/src" && build_iosched)
 	metric build "commit"
 fi
-(cd "$REPO" && go build -o "$LB" ./contrib/bench/cmd/loopbench)
+# loopbench is a module of its own (go.mod here: gonum/plot stays out of
+# the daemon's), built against this tree's iosched packages (replace ../..).
+(cd "$HERE" && go build -o "$LB" ./cmd/loopbench)
 
 if [[ $SKIP_UDEVD != 1 && ! -x $UDEVD ]]; then
 	log "installing Debian's udev (systemd-udevd) for the comparison"
