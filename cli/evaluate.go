@@ -172,7 +172,11 @@ func (e *env) readDisk(fs sysfs.FS, disk *sysfs.Disk, name string, sc readScope)
 		return nil, err
 	}
 	if sc.nowait {
-		devnode.NodesFor(e.sysfsRoot, e.devDir).Fill(dev)
+		nodes := devnode.NodesFor(e.sysfsRoot, e.devDir)
+		nodes.Fill(dev)
+		if nodes.Refused() {
+			dev.NoWaitReason += ": pass --dev DIR to test them"
+		}
 	}
 	return dev, nil
 }

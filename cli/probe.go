@@ -101,6 +101,7 @@ otherwise (a refusal says why).`,
 			var failures []string
 			for _, name := range args {
 				rep, err := runner.Probe(ctx, name, o, fresh, 0)
+				err = withAdvice(err)
 				if err != nil {
 					failures = append(failures, err.Error())
 					fmt.Fprintln(e.stderr, "iosched:", printable(err.Error()))

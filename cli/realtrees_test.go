@@ -97,12 +97,12 @@ func TestNoWaitForeignTreeWithoutDev(t *testing.T) {
 		t.Errorf("%d disks, want the cloud tree's 23", len(out.Devices))
 	}
 	stdout, _, _ = runMain(t, "--sysfs", "testdata/sysfs/cloud", "list")
-	if want := "nowait unknown for every disk: --sysfs testdata/sysfs/cloud is not this machine's /sys, so /dev does not hold its nodes: pass --dev DIR to test them\n"; !strings.HasSuffix(string(stdout), want) {
+	if want := "nowait unknown for every disk: the sysfs tree testdata/sysfs/cloud is not this machine's /sys, so /dev does not hold its disks' nodes: pass --dev DIR to test them\n"; !strings.HasSuffix(string(stdout), want) {
 		t.Errorf("list ends:\n%s\nwant %q", stdout, want)
 	}
 	// explain says it on the disk's own line.
 	stdout, _, _ = runMain(t, "--sysfs", "testdata/sysfs/cloud", "--policy", "policy/default.toml", "explain", "loop0")
-	if !strings.Contains(string(stdout), "nowait:      ? (--sysfs testdata/sysfs/cloud is not this machine's /sys") {
+	if !strings.Contains(string(stdout), "nowait:      ? (the sysfs tree testdata/sysfs/cloud is not this machine's /sys") {
 		t.Errorf("explain loop0:\n%s", stdout)
 	}
 }

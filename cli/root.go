@@ -121,7 +121,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		return ee.Code
 	}
-	fmt.Fprintln(stderr, "iosched:", err)
+	fmt.Fprintln(stderr, "iosched:", withAdvice(err))
 	return 1
 }
 

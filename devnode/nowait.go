@@ -144,8 +144,12 @@ func NodesFor(sysfsRoot, devDir string) Nodes {
 	case sameDir(sysfsRoot, sysfs.DefaultRoot):
 		return Nodes{dir: DefaultDir}
 	}
-	return Nodes{refused: fmt.Sprintf("--sysfs %s is not this machine's %s, so %s does not hold its nodes: pass --dev DIR to test them", sysfsRoot, sysfs.DefaultRoot, DefaultDir)}
+	return Nodes{refused: fmt.Sprintf("the sysfs tree %s is not this machine's %s, so %s does not hold its disks' nodes", sysfsRoot, sysfs.DefaultRoot, DefaultDir)}
 }
+
+// Refused reports whether no node is opened (the tree is not this
+// machine's and no directory of nodes was given).
+func (n Nodes) Refused() bool { return n.refused != "" }
 
 // Fill sets d.NoWait as the package-level Fill does, from n's directory,
 // or leaves it unknown with the reason.

@@ -164,13 +164,13 @@ func TestNodesFor(t *testing.T) {
 		d := &sysfs.Device{Name: "vda", DevName: "vda", MajorMinor: "254:0"}
 		n.Fill(d)
 		if tt.dir == "" {
-			want := "--sysfs ../testdata/sysfs/cloud is not this machine's /sys, so /dev does not hold its nodes: pass --dev DIR to test them"
-			if d.NoWait != nil || d.NoWaitReason != want {
+			want := "the sysfs tree ../testdata/sysfs/cloud is not this machine's /sys, so /dev does not hold its disks' nodes"
+			if d.NoWait != nil || d.NoWaitReason != want || !n.Refused() {
 				t.Errorf("NodesFor(%q, %q): nowait %v reason %q, want unknown: %q", tt.sysfs, tt.dev, d.NoWait, d.NoWaitReason, want)
 			}
 			continue
 		}
-		if n.dir != tt.dir || n.refused != "" {
+		if n.dir != tt.dir || n.Refused() {
 			t.Errorf("NodesFor(%q, %q) = %+v, want dir %q", tt.sysfs, tt.dev, n, tt.dir)
 		}
 	}

@@ -382,7 +382,10 @@ func TestIntegrationRefusals(t *testing.T) {
 		err = run(l.Name, quick(), "")
 		close(stop)
 		<-done
-		expect(t, err, "busy", "--force")
+		expect(t, err, "busy", "by others")
+		if !errors.Is(err, ErrOthersIO) || strings.Contains(err.Error(), "--force") {
+			t.Errorf("refusal %q: want ErrOthersIO as its cause, and no flag named (the CLI's advice)", err)
+		}
 	})
 	t.Run("second probe at once", func(t *testing.T) {
 		lk, err := takeLock(state, l.Name)

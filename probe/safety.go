@@ -27,9 +27,19 @@ type Refusal struct {
 	// Busy: others were using or probing the disk; a later try may be
 	// allowed.
 	Busy bool
+	// Err is the cause, when one is: the error opening the disk's node, or
+	// ErrOthersIO. What a person can do about it (Options.Force, root) is
+	// for the caller to say.
+	Err error
 }
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s: probe refused: %s", r.Device, r.Reason) }
+
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// ErrOthersIO is the cause of a refusal of a disk others are reading or
+// writing; Options.Force probes it anyway.
+var ErrOthersIO = errors.New("others are using the disk")
 
 func refuse(dev, format string, a ...any) error {
 	return &Refusal{Device: dev, Reason: fmt.Sprintf(format, a...)}
@@ -408,12 +418,15 @@ func openNode(devDir, name, majorMinor string) (int, error) {
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return -1, refuse(name, "the device node %s is missing", p)
-	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return -1, refuse(name, "permission denied opening %s read-only (run as root)", p)
 	case errors.Is(err, unix.EINVAL):
 		return -1, refuse(name, "%s does not support direct I/O", p)
 	case err != nil:
-		return -1, refuse(name, "cannot open %s read-only: %v", p, err)
+		// EACCES or EPERM too: which one, and whether root would help (not
+		// against a device cgroup or a security module), is the caller's
+		// to say.
+		r := refuse(name, "open %s read-only: %v", p, err)
+		r.(*Refusal).Err = err
+		return -1, r
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -476,8 +489,8 @@ func checkIdle(fs sysfs.FS, name string, sample time.Duration) error {
 	ios := (b.Reads - a.Reads) + (b.Writes - a.Writes)
 	rate := float64(ios) / sample.Seconds()
 	if rate > busyIOPS || b.InFlight > 0 && a.InFlight > 0 {
-		err := refuse(name, "the disk is busy: %d I/Os by others in %s (%.0f/s, more than %d/s), %d in flight; --force probes it anyway", ios, sample, rate, busyIOPS, b.InFlight)
-		err.(*Refusal).Busy = true
+		err := refuse(name, "the disk is busy: %d I/Os by others in %s (%.0f/s, more than %d/s), %d in flight", ios, sample, rate, busyIOPS, b.InFlight)
+		err.(*Refusal).Busy, err.(*Refusal).Err = true, ErrOthersIO
 		return err
 	}
 	return nil

@@ -103,13 +103,22 @@ func NewFS(root string) (FS, error) {
 		if _, err := os.Lstat(filepath.Join(root, "class", "block")); err != nil {
 			if hint := nestedTree(root); hint != "" {
 				fs.dir.Close()
-				return FS{}, fmt.Errorf("sysfs root %s has no block/ or class/block/, but %s has: pass --sysfs %s", root, hint, hint)
+				return FS{}, &NestedRootError{Root: root, Tree: hint}
 			}
 		}
 	}
 	var sfs unix.Statfs_t
 	fs.live = unix.Fstatfs(int(fs.dir.Fd()), &sfs) == nil && sfs.Type == unix.SYSFS_MAGIC
 	return fs, nil
+}
+
+// NestedRootError is a root given one directory too high: it has no
+// block/ or class/block/, but Tree (Root/sys) has, as a copied tree often
+// does.
+type NestedRootError struct{ Root, Tree string }
+
+func (e *NestedRootError) Error() string {
+	return fmt.Sprintf("sysfs root %s has no block/ or class/block/, but %s has", e.Root, e.Tree)
 }
 
 // nestedTree is root/sys when root is the directory above a sysfs tree (a

@@ -269,9 +269,12 @@ func TestLinux416BioBased(t *testing.T) {
 
 func TestCaptureRootHint(t *testing.T) {
 	_, err := NewFS(captureTree)
-	want := "pass --sysfs " + filepath.Join(captureTree, "sys")
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("NewFS(%s) = %v, want a hint %q", captureTree, err, want)
+	var nested *NestedRootError
+	if want := filepath.Join(captureTree, "sys"); !errors.As(err, &nested) || nested.Tree != want || nested.Root != captureTree {
+		t.Fatalf("NewFS(%s) = %v, want a NestedRootError naming %s", captureTree, err, want)
+	}
+	if strings.Contains(err.Error(), "--sysfs") {
+		t.Errorf("NewFS(%s) = %q: a flag is the CLI's advice, not the package's", captureTree, err)
 	}
 	fs := newFS(t, filepath.Join(captureTree, "sys"))
 	if got := disksOf(t, fs); !slices.Equal(got, []string{"loop0", "vdb"}) {
