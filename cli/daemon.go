@@ -55,6 +55,25 @@ when the failure changes, and shown in iosched status meanwhile. With
 --uevent-source udev and no udevd running (no /run/udev/control), it warns in
 the log and in iosched status, and still scans and reconciles.
 
+Kernel uevents not sent by the kernel (forged) are dropped. A burst larger than
+the socket's buffer (ENOBUFS) makes it rescan every disk; any other socket error,
+reconnect with backoff, then rescan. While udevd runs and one of its rules writes
+a setting the policy makes on a new or changed disk, the disk is left to udevd
+first and written once udevd is done with it (at most 2 s later): one scheduler
+switch instead of three, and never two at once on one queue (that crashed Linux
+6.18: a general protection fault in blk_mq_free_rqs). SIGHUP's policy is read
+off the event loop (a read that takes over 10 s is refused); iosched reload sends
+SIGHUP and waits until every disk is re-planned.
+
+A disk a rule with [rule.probe] matches is decided by a remembered probe
+(STATE-DIR/probes.json, or [daemon] probe_results) younger than max_age; without
+one it gets the rule's other settings at once (its [rule.set] scheduler as the
+interim value) and its probe is queued: probe_concurrency at once, off the
+passes, none that would overrun what is left of probe_budget. A busy disk is
+tried again a minute later. While a disk is probed the daemon writes nothing to
+it; a reload or the disk's removal cancels its probe, which first puts back what
+it changed, and the start restores what a killed probe left.
+
 It speaks systemd's notify protocol (READY, RELOADING, STOPPING, STATUS, WATCHDOG)
 and logs to the journal with DEVICE=, ATTRIBUTE=, FROM=, TO=, RULE= fields when
 stderr is the journal. Its state is in RUNTIME-DIR/state.json: see iosched status.

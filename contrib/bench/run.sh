@@ -225,7 +225,13 @@ fi
 metric loops $N
 metric cpus "$(nproc)"
 metric host "$(hostname)"
-metric commit "$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+# The commit measured: BUILD_FROM's, not the harness's HEAD (an A/B run's
+# two builds share one HEAD); for the working tree, HEAD and "+worktree".
+if [[ ${BUILD_FROM:-commit} == worktree ]]; then
+	metric commit "$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)+worktree"
+else
+	metric commit "${commit:0:12}"
+fi
 
 # The policy has a directory of its own, as /etc/iosched is: the daemon
 # follows its policy's directory, and the work directory changes all the
