@@ -2,11 +2,14 @@ package daemon
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,63 +21,105 @@ import (
 	"github.com/iosched/iosched/writers"
 )
 
-// This test's loop numbers (internal/looptest): 5900-5999. The udev rule
-// matches all of them; the policy matches 5900-5919 only, so 5950 shows
-// what udevd does with no daemon in its way.
+// This test's loop numbers (internal/looptest): 5900-5999, in blocks of 25:
+// 20 loops the policy and the udev rule both match, and a control loop only
+// the rule matches, to show what udevd does with no daemon in its way. The
+// test takes the first block with no device in it: a loop left in the
+// kernel by an earlier run must not fail the test, nor be written by it.
+// That happens: on kernel 6.18.44 this test (udevd's worker and the daemon
+// switching one loop's scheduler at the same moment) once made the kernel
+// oops in elevator_change_done (a second queue/iosched directory, then a
+// fault freeing the old scheduler's tags), and the loop's removal then
+// waited in del_gendisk for good.
 const (
-	udevdLoops   = 20
-	udevdFirst   = 5900
-	udevdControl = 5950
-	udevdRule    = `ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="loop59[0-9][0-9]", ATTR{queue/scheduler}="bfq"`
-	udevdPolicy  = `
+	udevdLoops      = 20
+	udevdRangeFirst = 5900
+	udevdRangeEnd   = 6000
+	udevdBlock      = 25
+	// udevdTarget: every loop shows the policy's scheduler this soon
+	// after its creation, or after a change event.
+	udevdTarget = 3 * time.Second
+)
+
+// udevdNumbers picks the block: the policy's loops and the control loop.
+func udevdNumbers(t *testing.T) (loops []int, control int) {
+	t.Helper()
+blocks:
+	for first := udevdRangeFirst; first+udevdLoops < udevdRangeEnd; first += udevdBlock {
+		for n := first; n <= first+udevdLoops; n++ {
+			if _, err := os.Stat("/sys/block/" + looptest.Name(n)); !errors.Is(err, os.ErrNotExist) {
+				continue blocks
+			}
+		}
+		for n := first; n < first+udevdLoops; n++ {
+			loops = append(loops, n)
+		}
+		return loops, first + udevdLoops
+	}
+	t.Fatalf("no block of %d free loop numbers in %d-%d", udevdLoops+1, udevdRangeFirst, udevdRangeEnd-1)
+	return nil, 0
+}
+
+// udevdSetup is the rule (every loop of the block, control included) and
+// the policy (the block's loops but not the control) for those numbers.
+func udevdSetup(loops []int, control int) (rule, pol string) {
+	var kernel, names []string
+	for _, n := range append(slices.Clone(loops), control) {
+		kernel = append(kernel, looptest.Name(n))
+	}
+	for _, n := range loops {
+		names = append(names, strconv.Quote(looptest.Name(n)))
+	}
+	rule = `ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="` + strings.Join(kernel, "|") + `", ATTR{queue/scheduler}="bfq"`
+	pol = `
 [[rule]]
 name = "udevd test loops"
 [rule.match]
-name = ["loop590[0-9]", "loop591[0-9]"]
+name = [` + strings.Join(names, ", ") + `]
 [rule.set]
 scheduler = "mq-deadline"
 
 [daemon]
 reconcile_interval = "0"
 `
-	// udevdTarget: every loop shows the policy's scheduler this soon
-	// after its creation, or after a change event.
-	udevdTarget = 3 * time.Second
-)
+	return rule, pol
+}
 
 // TestIntegrationUdevdRuleDoesNotWin runs a real systemd-udevd, privately,
-// with one rule that sets bfq on loops 5900-5999, and the daemon (kernel
-// uevents, no reconcile) with mq-deadline for 5900-5919. Each of 20
+// with one rule that sets bfq on a block of 21 loops, and the daemon (kernel
+// uevents, no reconcile) with mq-deadline for 20 of them. Each of the 20
 // hot-plugged loops must show mq-deadline within 3 s of its creation and
 // keep it; the same after a change event (udevadm trigger), which runs the
 // rule again.
 func TestIntegrationUdevdRuleDoesNotWin(t *testing.T) {
 	requireLoops(t)
-	udevd := startPrivateUdevd(t, udevdRule)
+	loops, control := udevdNumbers(t)
+	rule, pol := udevdSetup(loops, control)
+	udevd := startPrivateUdevd(t, rule)
 
 	// The daemon names the rule from its own copy of the rules tree.
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "etc/udev/rules.d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(root, "etc/udev/rules.d/99-iosched-test.rules"), udevdRule+"\n")
-	r := start(t, udevdPolicy, func(c *Config) { c.RulesRoot = root })
+	writeFile(t, filepath.Join(root, "etc/udev/rules.d/99-iosched-test.rules"), rule+"\n")
+	r := start(t, pol, func(c *Config) { c.RulesRoot = root })
 
 	names := make([]string, udevdLoops)
 	for i := range names {
-		names[i] = looptest.Name(udevdFirst + i)
+		names[i] = looptest.Name(loops[i])
 	}
-	w := watchSchedulers(t, append(names, looptest.Name(udevdControl)))
+	w := watchSchedulers(t, append(names, looptest.Name(control)))
 	created := make([]time.Time, udevdLoops)
 	for i := range names {
 		created[i] = time.Now()
-		looptest.Add(t, udevdFirst+i)
+		looptest.Add(t, loops[i])
 	}
-	looptest.Add(t, udevdControl)
+	looptest.Add(t, control)
 	udevd.settle(t)
 	time.Sleep(udevdTarget) // the last loop's 3 s, and then some holding
 	w.check(t, names, created, "hot-plug")
-	if got := w.now(looptest.Name(udevdControl)); got != "bfq" {
+	if got := w.now(looptest.Name(control)); got != "bfq" {
 		t.Fatalf("the control loop (the rule, no policy) has %q: udevd did not run the rule", got)
 	}
 	overrides := func() int {
