@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/iosched/iosched/internal/gomaxprocs"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/probe"
+	"github.com/iosched/iosched/probe/probeopt"
 )
 
 func newProbeCmd(e *env) *cobra.Command {
@@ -62,12 +65,13 @@ otherwise (a refusal says why).`,
 			if len(args) == 0 && export == "" {
 				return &ExitError{Code: 2, Msg: "probe: name at least one disk (or --export FILE)"}
 			}
-			o := probe.Options{Candidates: candidates, Duration: duration, Rounds: rounds, Depth: depth, Engine: engine, Choose: choose, Apply: apply, Force: force}
+			o := probe.Options{Options: probeopt.Options{Candidates: candidates, Duration: duration, Rounds: rounds, Depth: depth, Engine: engine, Choose: choose},
+				Apply: apply, Force: force}
 			bs, err := policy.ParseSize(blockSize)
 			if err != nil {
 				return &ExitError{Code: 2, Msg: "probe: --block-size: " + err.Error()}
 			}
-			o.BlockSize = int(min(bs, 1<<30))
+			o.BlockSize = int(min(bs, 1<<30)) // out of range either way
 			if o.Margin, err = policy.ParseMargin(margin); err != nil {
 				return &ExitError{Code: 2, Msg: "probe: --margin: " + err.Error()}
 			}
@@ -95,8 +99,9 @@ otherwise (a refusal says why).`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			var procs gomaxprocs.Raiser
 			runner := &probe.Runner{FS: fs, DevDir: e.devDir, StateDir: stateDir, Store: store,
-				Progress: func(s string) { fmt.Fprintln(e.stderr, s) }}
+				Progress: func(s string) { fmt.Fprintln(e.stderr, s) }, Procs: procs.Raise}
 			reports := []*probe.Report{}
 			var failures []string
 			for _, name := range args {
@@ -143,12 +148,12 @@ otherwise (a refusal says why).`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&candidates, "candidates", def.Candidates, "schedulers to compare (at least two the disk offers)")
-	f.DurationVar(&duration, "duration", def.Duration, fmt.Sprintf("length of each measurement (%s..%s)", policy.ProbeMinDuration, policy.ProbeMaxDuration))
-	f.IntVar(&rounds, "rounds", def.Rounds, fmt.Sprintf("rounds, candidates in alternating order (1..%d)", policy.ProbeMaxRounds))
-	f.IntVar(&depth, "depth", def.Depth, fmt.Sprintf("reads in flight in the deep-queue measurement (1..%d)", policy.ProbeMaxDepth))
+	f.DurationVar(&duration, "duration", def.Duration, fmt.Sprintf("length of each measurement (%s..%s)", probeopt.MinDuration, probeopt.MaxDuration))
+	f.IntVar(&rounds, "rounds", def.Rounds, fmt.Sprintf("rounds, candidates in alternating order (1..%d)", probeopt.MaxRounds))
+	f.IntVar(&depth, "depth", def.Depth, fmt.Sprintf("reads in flight in the deep-queue measurement (1..%d)", probeopt.MaxDepth))
 	f.StringVar(&blockSize, "block-size", "4KiB", "size of each read (a power of two, 512B..1MiB)")
-	f.StringVar(&engine, "engine", "", "io_uring or psync (default io_uring where the kernel allows it)")
-	f.StringVar(&choose, "choose", def.Choose, "balanced, iops or latency")
+	f.StringVar(&engine, "engine", "", fmt.Sprintf("%s (default the first the kernel allows)", strings.Join(probeopt.EngineNames(), " or ")))
+	f.StringVar(&choose, "choose", def.Choose, probeopt.ChooseBalanced+", "+probeopt.ChooseIOPS+" or "+probeopt.ChooseLatency)
 	f.StringVar(&margin, "margin", "5%", "how much better a challenger must be")
 	f.BoolVar(&apply, "apply", false, "keep the winner instead of restoring the original scheduler")
 	f.BoolVar(&fresh, "fresh", false, "probe even when a result is remembered")
@@ -173,7 +178,7 @@ func renderProbe(w io.Writer, r *probe.Report) {
 		}
 		punt := ""
 		switch {
-		case r.Engine != probe.EngineIOUring:
+		case !probe.EngineSeesPunting(r.Engine):
 		case r.Punted == nil:
 			punt = "; io_uring punting: cannot be seen here"
 		case *r.Punted:

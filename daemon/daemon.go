@@ -16,6 +16,7 @@ import (
 
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/internal/gomaxprocs"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/policy"
@@ -133,6 +134,9 @@ type Daemon struct {
 
 	follow udevFollow // udevd's processed events, in kernel mode
 	probes probes     // [rule.probe]: probe.go
+	// procs raises GOMAXPROCS while probes whose engine asks for more
+	// goroutines run (probe.Runner.Procs): the process's, so the daemon's.
+	procs gomaxprocs.Raiser
 
 	rec *metrics.Recorder // counts for the metrics file and status
 	// opsCtx ends the metrics writer and the policy follower when Run

@@ -186,7 +186,8 @@ func (d *Daemon) recoverProbes() {
 }
 
 func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
-	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Store: probe.OpenStore(d.cfg.StateDir, pol.Daemon.ProbeResults)}
+	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Store: probe.OpenStore(d.cfg.StateDir, pol.Daemon.ProbeResults),
+		Procs: d.procs.Raise}
 }
 
 // probeHolds reports whether a probe (the daemon's, or another process's

@@ -11,7 +11,8 @@
 //     parser, the facts it needs, its manual entry);
 //   - [rule.set]: the settable attributes and the values the kernel keeps as
 //     written are sysfs.Attributes; this package validates against them;
-//   - [rule.probe]: probe.go, checked against the Probe* limits;
+//   - [rule.probe]: probe.go reads it into probeopt.Options, whose one
+//     validation `iosched probe` uses too, each problem at its key;
 //   - [daemon]: Daemon and its defaults (DefaultReconcileInterval);
 //   - a new rule table is a case in decoder.rule and a field of Rule;
 //   - Load reads a file or a directory's *.toml in lexical order as one

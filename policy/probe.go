@@ -4,90 +4,30 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/iosched/iosched/probe/probeopt"
 	"github.com/iosched/iosched/sysfs"
 )
 
 // Probe is a [rule.probe] table: measure each candidate scheduler on the
-// disk, then keep the winner. Unset keys have DefaultProbe's values.
+// disk, then keep the winner. Unset keys have DefaultProbe's values; the
+// options and their limits are package probeopt's, which `iosched probe`
+// uses too.
 type Probe struct {
-	Candidates []string
-	// Duration is each measurement's length.
-	Duration time.Duration
-	Rounds   int
-	// Depth is the deep-queue measurement's reads in flight.
-	Depth     int
-	BlockSize int
-	// Engine is "io_uring", "psync", or "" (io_uring where the kernel
-	// allows it).
-	Engine string
-	// Choose is "balanced", "iops" or "latency".
-	Choose string
-	// Margin is a fraction (0.05 for 5%).
-	Margin float64
+	probeopt.Options
 	// MaxAge is how long a remembered result holds; 0 is for ever.
 	MaxAge time.Duration
 }
 
-// Limits of a probe, for [rule.probe] and `iosched probe` alike. They keep a
-// typo from holding a disk for an hour ("10m" for "10s"): the longest probe
-// these allow is 8 candidates x 15 rounds x (2 x 10 s + warm-up).
-const (
-	ProbeMinDuration   = 10 * time.Millisecond
-	ProbeMaxDuration   = 10 * time.Second
-	ProbeMaxRounds     = 15
-	ProbeMaxDepth      = 1024
-	ProbeMinBlockSize  = 512
-	ProbeMaxBlockSize  = 1 << 20
-	ProbeMaxMargin     = 0.5
-	ProbeMaxCandidates = 8
-	// ProbeMaxInFlight bounds depth x block size: a probe maps and
-	// populates a buffer that large, and the psync engine starts one
-	// thread per unit of depth.
-	ProbeMaxInFlight = 64 << 20
-)
-
 // DefaultProbe is what an empty [rule.probe] means.
-func DefaultProbe() Probe {
-	return Probe{
-		Candidates: []string{"none", "mq-deadline"},
-		Duration:   time.Second,
-		Rounds:     3,
-		Depth:      32,
-		BlockSize:  4096,
-		Choose:     "balanced",
-		Margin:     0.05,
-	}
-}
+func DefaultProbe() Probe { return Probe{Options: probeopt.Default()} }
 
 // Default values of the [daemon] probe keys.
 const DefaultProbeConcurrency = 1
-
-// CheckProbeBlockSize says what is wrong with a probe's block size: it must
-// be a power of two (O_DIRECT reads are aligned to it) within the limits.
-func CheckProbeBlockSize(n uint64) error {
-	switch {
-	case n < ProbeMinBlockSize || n > ProbeMaxBlockSize:
-		return fmt.Errorf("%s is outside %s..%s", formatBytes(n), formatBytes(ProbeMinBlockSize), formatBytes(ProbeMaxBlockSize))
-	case n&(n-1) != 0:
-		return fmt.Errorf("%s is not a power of two", formatBytes(n))
-	}
-	return nil
-}
-
-// CheckProbeInFlight says what is wrong with a probe's depth and block
-// size together (each within its own limits): their product, the bytes in
-// flight at once, is at most ProbeMaxInFlight.
-func CheckProbeInFlight(depth, blockSize uint64) error {
-	if depth*blockSize > ProbeMaxInFlight {
-		return fmt.Errorf("depth %d x block size %s is %s in flight: at most %s (the probe maps a buffer that size, and psync starts a thread per depth)",
-			depth, formatBytes(blockSize), formatBytes(depth*blockSize), formatBytes(ProbeMaxInFlight))
-	}
-	return nil
-}
 
 // ParseSize reads a size as the policy does: "4KiB", "4K", "4096".
 func ParseSize(s string) (uint64, error) {
@@ -97,7 +37,8 @@ func ParseSize(s string) (uint64, error) {
 	return parseBytes(s)
 }
 
-// ParseMargin reads a percentage, "5%", as a fraction (0.05).
+// ParseMargin reads a percentage, "5%", as a fraction (0.05). Its range is
+// probeopt.Options' to check.
 func ParseMargin(s string) (float64, error) {
 	num, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
 	if !ok {
@@ -106,9 +47,6 @@ func ParseMargin(s string) (float64, error) {
 	f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("%q is not a percentage: want a number and %%, such as \"5%%\"", s)
-	}
-	if f < 0 || f/100 > ProbeMaxMargin {
-		return 0, fmt.Errorf("%s is outside 0%%..%g%%", s, ProbeMaxMargin*100)
 	}
 	return f / 100, nil
 }
@@ -156,19 +94,21 @@ func (p *Policy) ProbeFor(d *sysfs.Device) (*Probe, string) {
 
 var probeKeys = []string{"candidates", "duration", "rounds", "depth", "block_size", "engine", "choose", "margin", "max_age"}
 
-// probeTable reads [rule.probe].
+// probeTable reads [rule.probe]: each key's value into the options, then
+// the options' one validation (probeopt.Options.Problems), each problem
+// reported at the key it is about.
 func (d *decoder) probeTable(l loc, v any) *Probe {
 	m, ok := d.table(l, v, "[rule.probe]")
 	if !ok {
 		return nil
 	}
 	p := DefaultProbe()
-	// Where depth x block size is reported: the later of the two keys
-	// given that passed its own check.
-	var sizeLoc *loc
+	given := map[string]loc{} // the keys read, for where problems are
+	var order []string        // given's keys, in the file's order
 	for _, k := range d.keys(l, m) {
 		kl := l.child(k)
 		v := m[k]
+		read := true
 		switch k {
 		case "candidates":
 			list, ok := v.([]any)
@@ -177,86 +117,43 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 				continue
 			}
 			names, ok := d.stringList(kl, list)
-			if !ok {
-				continue
-			}
-			var good []string
-			for i, s := range names {
-				switch {
-				case !sysfs.ValidSchedulerName(s):
-					d.errorf(kl.elem(i), "%q is not a scheduler name", s)
-				case contains(good, s):
-					d.errorf(kl.elem(i), "%s is named twice", s)
-				default:
-					good = append(good, s)
-				}
-			}
-			switch {
-			case len(good) != len(names):
-			case len(good) < 2:
-				d.errorf(kl, "want at least two schedulers to compare, not %d", len(good))
-			case len(good) > ProbeMaxCandidates:
-				d.errorf(kl, "%d schedulers: at most %d", len(good), ProbeMaxCandidates)
-			default:
-				p.Candidates = good
+			if read = ok; ok {
+				p.Candidates = names
 			}
 		case "duration":
 			s, ok := d.str(kl, v)
-			if !ok {
-				continue
+			if read = ok; !ok {
+				break
 			}
 			dur, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
+			if read = err == nil; err != nil {
 				d.errorf(kl, "%q is not a duration: want a number with a unit, such as \"1s\" or \"500ms\"", s)
-			case dur < ProbeMinDuration || dur > ProbeMaxDuration:
-				d.errorf(kl, "%s is outside %s..%s", s, ProbeMinDuration, ProbeMaxDuration)
-			default:
+			} else {
 				p.Duration = dur
 			}
-		case "rounds":
-			if n, ok := d.integer(kl, v); ok {
-				if n < 1 || n > ProbeMaxRounds {
-					d.errorf(kl, "%d is outside 1..%d", n, ProbeMaxRounds)
-				} else {
+		case "rounds", "depth":
+			n, ok := d.integer(kl, v)
+			if read = ok; ok {
+				n = max(min(n, math.MaxInt32), math.MinInt32) // out of range either way
+				if k == "rounds" {
 					p.Rounds = int(n)
-				}
-			}
-		case "depth":
-			if n, ok := d.integer(kl, v); ok {
-				if n < 1 || n > ProbeMaxDepth {
-					d.errorf(kl, "%d is outside 1..%d", n, ProbeMaxDepth)
 				} else {
 					p.Depth = int(n)
-					sizeLoc = &kl
 				}
 			}
 		case "block_size":
 			n, err := parseBytes(v)
-			if err == nil {
-				err = CheckProbeBlockSize(n)
-			}
-			if err != nil {
+			if read = err == nil; err != nil {
 				d.errorf(kl, "%v", err)
-				continue
+			} else {
+				p.BlockSize = int(min(n, math.MaxInt32)) // out of range either way
 			}
-			p.BlockSize = int(n)
-			sizeLoc = &kl
-		case "engine":
-			if s, ok := d.str(kl, v); ok {
-				if s != "io_uring" && s != "psync" {
-					d.errorf(kl, "%q is not an engine: \"io_uring\" or \"psync\"", s)
-				} else {
-					p.Engine = s
-				}
-			}
-		case "choose":
-			if s, ok := d.str(kl, v); ok {
-				if s != "balanced" && s != "iops" && s != "latency" {
-					d.errorf(kl, "%q is not a choice: \"balanced\" (deep-queue IOPS without a depth-1 p99 regression), \"iops\" or \"latency\"", s)
-				} else {
-					p.Choose = s
-				}
+		case "engine", "choose":
+			s, ok := d.str(kl, v)
+			if read = ok; ok && k == "engine" {
+				p.Engine = s
+			} else if ok {
+				p.Choose = s
 			}
 		case "margin":
 			s, ok := v.(string)
@@ -264,7 +161,8 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 				d.errorf(kl, "want a percentage as a string, such as \"5%%\", not %s", typeName(v))
 				continue
 			}
-			if f, err := ParseMargin(s); err != nil {
+			f, err := ParseMargin(s)
+			if read = err == nil; err != nil {
 				d.errorf(kl, "%v", err)
 			} else {
 				p.Margin = f
@@ -277,13 +175,31 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 					p.MaxAge = a
 				}
 			}
+			continue
 		default:
 			d.unknownKey(kl, k, probeKeys, "[rule.probe]")
+			continue
+		}
+		if read {
+			given[k] = kl
+			order = append(order, k)
 		}
 	}
-	if sizeLoc != nil {
-		if err := CheckProbeInFlight(uint64(p.Depth), uint64(p.BlockSize)); err != nil {
-			d.errorf(*sizeLoc, "%v", err)
+	for _, pr := range p.Problems() {
+		// A problem of two keys is reported at the later one given.
+		var at *loc
+		for _, k := range order {
+			if kl, ok := given[k]; ok && slices.Contains(pr.Keys, k) {
+				at = &kl
+			}
+		}
+		switch {
+		case at == nil:
+			d.errorf(l, "%s", pr)
+		case pr.Elem >= 0:
+			d.errorf(at.elem(pr.Elem), "%s", pr.Msg)
+		default:
+			d.errorf(*at, "%s", pr.Msg)
 		}
 	}
 	return &p

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iosched/iosched/internal/gomaxprocs"
 	"github.com/iosched/iosched/internal/looptest"
 )
 
@@ -17,8 +18,11 @@ import (
 // /dev/shm-backed loop device (number 7391), through io_uring with
 // registered buffers (READ_FIXED) and without (READ), and submitting the
 // reads a wait freed with the next wait (submit-with-wait), and through
-// psync with 8 readers, yielding and not: reads a second, wall time
-// (ns/read) and the process's CPU time (cpu-ns/read) per read. Root:
+// psync with 8 readers, yielding and not, with the goroutines it asks its
+// caller for (Runner.Procs: what the daemon and `iosched probe` give it)
+// and without (psync8-own-procs: GOMAXPROCS as the process has it): reads
+// a second, wall time (ns/read) and the process's CPU time (cpu-ns/read)
+// per read. Root:
 //
 //	go test -run '^$' -bench IOUring -benchtime 2000000x -count 5 ./probe
 func BenchmarkIOUring(b *testing.B) {
@@ -52,14 +56,22 @@ func BenchmarkIOUring(b *testing.B) {
 		// before: the one change of the engine's earlier way this
 		// variant puts back (Job.SubmitWithWait, NoYield)
 		before bool
+		// ownProcs: GOMAXPROCS left as it is, not raised as the
+		// engine's table entry asks its caller to
+		ownProcs bool
 	}{
-		{"registered", uring, 32, false, false},
-		{"plain", uring, 32, true, false},
-		{"submit-with-wait", uring, 32, false, true},
-		{"psync8", psyncEngine{}, 8, false, false},
-		{"psync8-no-yield", psyncEngine{}, 8, false, true},
+		{"registered", uring, 32, false, false, false},
+		{"plain", uring, 32, true, false, false},
+		{"submit-with-wait", uring, 32, false, true, false},
+		{"psync8", psyncEngine{}, 8, false, false, false},
+		{"psync8-no-yield", psyncEngine{}, 8, false, true, false},
+		{"psync8-own-procs", psyncEngine{}, 8, false, false, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			if spec, _ := engineSpecOf(tc.e.Name()); spec.procs != nil && !tc.ownProcs {
+				var procs gomaxprocs.Raiser
+				defer procs.Raise(spec.procs(tc.depth))()
+			}
 			// A run of b.N microseconds: the engines run to a deadline,
 			// and the metric that matters is per read.
 			j := &Job{FD: fd, BlockSize: 4096, Depth: tc.depth, Size: 256 << 20, PlainBuffers: tc.plain,

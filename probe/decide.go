@@ -4,22 +4,24 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/iosched/iosched/probe/probeopt"
 )
 
 // What a probe optimises for.
 const (
 	// ChooseIOPS: a challenger must beat the incumbent's deep-queue IOPS
 	// by more than the margin, in the median and in a majority of rounds.
-	ChooseIOPS = "iops"
+	ChooseIOPS = probeopt.ChooseIOPS
 	// ChooseLatency: the same on depth-1 p99 latency (lower wins).
-	ChooseLatency = "latency"
+	ChooseLatency = probeopt.ChooseLatency
 	// ChooseBalanced: win on deep-queue IOPS as ChooseIOPS does, while
 	// the median depth-1 p99 is no more than the margin worse: a gain at
 	// depth 128 that costs latency at depth 1 is the regression that kept
 	// virtio-blk's default from changing (the 2023 patch that would have
 	// made none its default: +56% to +340% at depth 128, down to -13.9%
 	// at depth 1).
-	ChooseBalanced = "balanced"
+	ChooseBalanced = probeopt.ChooseBalanced
 )
 
 // Decision is who won and why.

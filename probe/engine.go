@@ -5,18 +5,60 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
-	"sync"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iosched/iosched/probe/probeopt"
 )
 
-// Engine names.
+// Engine names (probeopt's, which the policy validates against).
 const (
-	EngineIOUring = "io_uring"
-	EnginePsync   = "psync"
+	EngineIOUring = probeopt.EngineIOUring
+	EnginePsync   = probeopt.EnginePsync
 )
+
+// engineSpec is one engine. Adding an engine is a file with its type and
+// constructor, and an entry in engines; its name goes in probeopt's list
+// too, which the policy validates [rule.probe] against without this
+// package (TestEngineTable fails until it is there).
+type engineSpec struct {
+	name string
+	// new returns the engine, or why the kernel does not allow it here.
+	new func() (Engine, error)
+	// seesPunting: the engine's samples count how often io_uring's worker
+	// threads ran (Sample.WorkerRuns), so a report can say whether reads
+	// were punted out of line.
+	seesPunting bool
+	// procs is how many goroutines must run at once (Ps, GOMAXPROCS) for
+	// a measurement at depth to time the disk rather than the Go
+	// scheduler; 0 when the engine's own goroutine is enough. Runner.Procs
+	// is asked for them.
+	procs func(depth int) int
+}
+
+// engines, in the order Engine "" tries them.
+var engines = []engineSpec{
+	{name: EngineIOUring, new: newUringEngine, seesPunting: true},
+	{name: EnginePsync, new: newPsyncEngine, procs: psyncProcs},
+}
+
+func engineSpecOf(name string) (engineSpec, bool) {
+	for _, e := range engines {
+		if e.name == name {
+			return e, true
+		}
+	}
+	return engineSpec{}, false
+}
+
+// EngineSeesPunting reports whether the engine named can tell whether
+// io_uring punted reads to worker threads (Report.Punted).
+func EngineSeesPunting(name string) bool {
+	e, _ := engineSpecOf(name)
+	return e.seesPunting
+}
 
 // Engine issues reads of one disk, at most Job.Depth at a time, and times
 // each. It is the only part of a probe that does I/O on the disk.
@@ -70,24 +112,43 @@ type Sample struct {
 	WorkerRuns int64
 }
 
-// NewEngine returns the engine named name ("" is io_uring when the kernel
-// allows it, else psync).
+// NewEngine returns the engine named name, or with "" the first of the
+// table's the kernel allows.
 func NewEngine(name string) (Engine, error) {
-	switch name {
-	case EnginePsync:
-		return psyncEngine{}, nil
-	case EngineIOUring, "":
-		r, err := newRing(1)
-		if err != nil {
-			if name == "" {
-				return psyncEngine{}, nil
-			}
-			return nil, fmt.Errorf("io_uring is not available (kernel.io_uring_disabled, seccomp, or an old kernel): %w", err)
+	if name != "" {
+		e, ok := engineSpecOf(name)
+		if !ok {
+			return nil, fmt.Errorf("unknown engine %q: want %s", name, strings.Join(probeopt.EngineNames(), " or "))
 		}
-		r.close()
-		return uringEngine{}, nil
+		return e.new()
 	}
-	return nil, fmt.Errorf("unknown engine %q: want %s or %s", name, EngineIOUring, EnginePsync)
+	var errs []error
+	for _, e := range engines {
+		eng, err := e.new()
+		if err == nil {
+			return eng, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("no engine can read here: %w", errors.Join(errs...))
+}
+
+// procsFor is how many goroutines a probe with o needs running at once
+// (see engineSpec.procs): 0 when its engine needs no more than one.
+func procsFor(o Options) int {
+	o.fill()
+	name := o.Engine
+	if name == "" {
+		eng, err := NewEngine("")
+		if err != nil {
+			return 0
+		}
+		name = eng.Name()
+	}
+	if e, ok := engineSpecOf(name); ok && e.procs != nil {
+		return e.procs(o.Depth)
+	}
+	return 0
 }
 
 func (j *Job) offsets(w int) func() (int64, bool) {
@@ -159,173 +220,6 @@ func (e *ReadError) Error() string {
 
 func (e *ReadError) Unwrap() error { return e.Err }
 
-// uringEngine keeps Depth reads in flight on one io_uring, from one
-// goroutine locked to its thread. It submits as fio does by default: each
-// read with its own io_uring_enter as soon as its slot is free, and a wait
-// for at least one completion only when no slot is. Submitting the reads
-// freed by a wait together with the next wait, in one call, costs fewer
-// system calls but hands them to the driver later, and the device reads
-// less than under fio (contrib/bench/README.md, "probe against fio").
-type uringEngine struct{}
-
-func (uringEngine) Name() string { return EngineIOUring }
-
-func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r, err := newRing(uint32(j.Depth))
-	if err != nil {
-		return nil, err
-	}
-	defer r.close()
-	mem, bufs, err := alignedBuffers(j.Depth, j.BlockSize)
-	if err != nil {
-		return nil, err
-	}
-	keepBuffers := false
-	defer func() {
-		if !keepBuffers {
-			unix.Munmap(mem)
-		}
-	}()
-	if !j.PlainBuffers {
-		r.register(bufs)
-	}
-
-	next := j.offsets(0)
-	s := &Sample{Latencies: make([]uint32, 0, 1<<16), WorkerRuns: workerRuns()}
-	free := make([]int, j.Depth)
-	for i := range free {
-		free[i] = i
-	}
-	submitted := make([]time.Time, j.Depth)
-	offs := make([]int64, j.Depth)
-	inflight := 0
-	more := true
-	var firstErr error
-	cpu0 := cpuTime()
-	start := time.Now()
-	now := start
-	yielded := now
-	for iter := 0; ; iter++ {
-		if now.Sub(yielded) >= yieldEvery { // see yieldEvery
-			runtime.Gosched()
-			now = time.Now()
-			yielded = now
-		}
-		if more && (now.After(j.Deadline) || firstErr != nil) {
-			more = false
-		}
-		if more && iter&63 == 0 && ctx.Err() != nil {
-			more = false
-		}
-		var err error
-		for more && len(free) > 0 && err == nil {
-			off, ok := next()
-			if !ok {
-				more = false
-				break
-			}
-			slot := free[len(free)-1]
-			free = free[:len(free)-1]
-			offs[slot] = off
-			r.queueRead(j.FD, bufs[slot], slot, off, uint64(slot))
-			inflight++
-			submitted[slot] = time.Now()
-			if !j.SubmitWithWait {
-				err = r.enter(0, 0)
-			}
-		}
-		if inflight == 0 {
-			break
-		}
-		if err == nil {
-			// Past the limit, waits of a millisecond: what completed
-			// is still reaped, and nothing waits for ever.
-			err = r.enter(1, max(time.Until(j.Deadline.Add(hangGrace)), time.Millisecond))
-		}
-		now = time.Now()
-		if errors.Is(err, errWaitTimedOut) && now.Before(j.Deadline.Add(hangGrace)) {
-			err = nil // woken early: wait again
-		}
-		if err != nil {
-			// Reads may still be in flight into the buffers: keep them
-			// mapped (the ring's teardown cancels or waits for them).
-			keepBuffers = true
-			if errors.Is(err, errWaitTimedOut) {
-				err = fmt.Errorf("%d reads did not complete within %s of the measurement's end: %w", inflight, hangGrace, ErrStuck)
-			}
-			return nil, err
-		}
-		r.reap(func(c uringCQE) {
-			slot := int(c.userData)
-			inflight--
-			free = append(free, slot)
-			if int(c.res) != j.BlockSize {
-				if firstErr == nil {
-					e := &ReadError{Off: offs[slot], N: int(c.res)}
-					if c.res < 0 {
-						e.Err, e.N = unix.Errno(-c.res), 0
-					}
-					firstErr = e
-				}
-				return
-			}
-			s.Reads++
-			s.Latencies = append(s.Latencies, latency(now.Sub(submitted[slot])))
-			if j.Check != nil {
-				j.Check(offs[slot], bufs[slot])
-			}
-		})
-	}
-	s.Elapsed = now.Sub(start)
-	s.CPU = cpuTime() - cpu0
-	if w := workerRuns(); w >= 0 && s.WorkerRuns >= 0 {
-		s.WorkerRuns = w - s.WorkerRuns
-	} else {
-		s.WorkerRuns = -1
-	}
-	return s, firstErr
-}
-
-// procsRaise raises GOMAXPROCS while psync runs are active. GOMAXPROCS is
-// the process's, and probes of different disks run at once: each run
-// saving and restoring it on its own would, ended out of order, leave
-// one run's raised value for the daemon's life. Here the first run to
-// start saves the value, later ones only raise it further, and the last
-// to end puts the saved value back.
-type procsRaise struct {
-	mu     sync.Mutex
-	active int
-	before int // GOMAXPROCS before the first active run
-}
-
-// psyncProcs is package-level because GOMAXPROCS, which it guards, is
-// process-wide.
-var psyncProcs procsRaise
-
-// raise makes GOMAXPROCS at least want until the returned func is called.
-func (r *procsRaise) raise(want int) (release func()) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	cur := runtime.GOMAXPROCS(0)
-	if r.active == 0 {
-		r.before = cur
-	}
-	r.active++
-	if cur < want {
-		runtime.GOMAXPROCS(want)
-	}
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.active--
-		if r.active == 0 && runtime.GOMAXPROCS(0) != r.before {
-			runtime.GOMAXPROCS(r.before)
-		}
-	}
-}
-
 // yieldEvery is how often a goroutine that issues reads yields
 // (runtime.Gosched). The Go scheduler counts a goroutine that has not been
 // rescheduled for 10 ms (forcePreemptNS in runtime/proc.go) as running too
@@ -337,123 +231,3 @@ func (r *procsRaise) raise(want int) (release func()) {
 // A yield is a scheduling event: it restarts that clock. Half the
 // runtime's limit, so a yield comes first.
 const yieldEvery = 5 * time.Millisecond
-
-// psyncEngine runs Depth goroutines, each doing one pread at a time, as
-// fio's psync engine with numjobs does: a goroutine blocked in pread holds
-// a thread while it waits, so the reads are as parallel as fio's threads.
-// Readers are not locked to their threads, so their yields (yieldEvery)
-// cost no thread switch.
-type psyncEngine struct{}
-
-func (psyncEngine) Name() string { return EnginePsync }
-
-func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
-	// Each reader returning from pread needs a P to time its read and
-	// issue the next; with fewer Ps than readers they queue for one, and
-	// the queueing is measured as the disk's latency (p99.9 of 29 ms
-	// against 0.1 ms measured on a 2-CPU machine with 8 readers). fio's
-	// threads have no such queue: give every reader a P for the run.
-	defer psyncProcs.raise(j.Depth + 1)()
-	mem, bufs, err := alignedBuffers(j.Depth, j.BlockSize)
-	if err != nil {
-		return nil, err
-	}
-	keepBuffers := false
-	defer func() {
-		if !keepBuffers {
-			unix.Munmap(mem)
-		}
-	}()
-	type result struct {
-		reads int64
-		lat   []uint32
-		err   error
-	}
-	results := make([]result, j.Depth)
-	var wg sync.WaitGroup
-	var stop sync.Once
-	stopped := make(chan struct{})
-	halt := func() { stop.Do(func() { close(stopped) }) }
-	defer halt()
-	go func() {
-		select {
-		case <-ctx.Done():
-			halt()
-		case <-stopped:
-		}
-	}()
-	cpu0 := cpuTime()
-	start := time.Now()
-	for w := 0; w < j.Depth; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := &results[w]
-			res.lat = make([]uint32, 0, 1<<13)
-			buf := bufs[w]
-			next := j.offsets(w)
-			yielded := time.Now()
-			for i := 0; ; i++ {
-				if i&15 == 0 {
-					select {
-					case <-stopped:
-						return
-					default:
-					}
-				}
-				off, ok := next()
-				if !ok {
-					return
-				}
-				t0 := time.Now()
-				if t0.After(j.Deadline) {
-					return
-				}
-				if t0.Sub(yielded) >= yieldEvery && !j.NoYield { // see yieldEvery
-					runtime.Gosched()
-					t0 = time.Now()
-					yielded = t0
-				}
-				n, err := unix.Pread(j.FD, buf, off)
-				if err == unix.EINTR {
-					continue
-				}
-				t1 := time.Now()
-				if err != nil || n != len(buf) {
-					res.err = &ReadError{Off: off, Err: err, N: n}
-					halt()
-					return
-				}
-				res.reads++
-				res.lat = append(res.lat, latency(t1.Sub(t0)))
-				if j.Check != nil {
-					j.Check(off, buf)
-				}
-			}
-		}()
-	}
-	waited := make(chan struct{})
-	go func() { wg.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-time.After(time.Until(j.Deadline.Add(hangGrace))):
-		// A reader is stuck in pread. It writes into its buffer and
-		// results when (if) the read returns: leave both to it.
-		halt()
-		keepBuffers = true
-		return nil, fmt.Errorf("reads did not complete within %s of the measurement's end: %w", hangGrace, ErrStuck)
-	}
-	s := &Sample{Elapsed: time.Since(start), CPU: cpuTime() - cpu0, WorkerRuns: -1}
-	var errs []error
-	for _, r := range results {
-		s.Reads += r.reads
-		s.Latencies = append(s.Latencies, r.lat...)
-		if r.err != nil {
-			errs = append(errs, r.err)
-		}
-	}
-	if len(errs) > 0 {
-		return s, errs[0]
-	}
-	return s, nil
-}

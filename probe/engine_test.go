@@ -6,7 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iosched/iosched/probe/probeopt"
 )
 
 // TestEnginesOnAFile runs both engines over a patterned regular file (no
@@ -107,9 +109,9 @@ func TestOptionsValidateAndBudget(t *testing.T) {
 	if b := o.Budget(); b != busySample+6*(switchAllowance+250*time.Millisecond+2*time.Second)+restoreAllowance {
 		t.Errorf("budget %s", b)
 	}
-	bad := Options{Candidates: []string{"none", "none"}, Duration: time.Hour, Rounds: 99, Depth: 0, BlockSize: 3000, Engine: "aio", Choose: "x", Margin: 2}
+	bad := Options{Options: probeopt.Options{Candidates: []string{"none", "none"}, Duration: time.Hour, Rounds: 99, Depth: 0, BlockSize: 3000, Engine: "aio", Choose: "x", Margin: 2}}
 	err := bad.Validate()
-	for _, w := range []string{"named twice", "duration", "rounds", "depth", "block size", "engine", "choose", "margin"} {
+	for _, w := range []string{"named twice", "duration", "rounds", "depth", "block_size", "engine", "choose", "margin"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("Validate does not report %q: %v", w, err)
 		}
@@ -126,7 +128,7 @@ func TestOptionsValidateAndBudget(t *testing.T) {
 		o := DefaultOptions()
 		o.Depth, o.BlockSize = c.depth, c.blockSize
 		err := o.Validate()
-		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "depth and block size: ")) {
+		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "depth and block_size: ")) {
 			t.Errorf("depth %d x block size %d: Validate = %v", c.depth, c.blockSize, err)
 		}
 	}
@@ -155,38 +157,6 @@ func TestEngineStuck(t *testing.T) {
 	}
 	if took < 100*time.Millisecond+hangGrace || took > 100*time.Millisecond+hangGrace+300*time.Millisecond {
 		t.Errorf("gave up after %s; want the deadline plus %s", took, hangGrace)
-	}
-}
-
-// TestProcsRaiseOverlapping: two psync runs that overlap and end in
-// either order leave GOMAXPROCS as it was before the first began, and it
-// stays raised while either runs.
-func TestProcsRaiseOverlapping(t *testing.T) {
-	start := runtime.GOMAXPROCS(0)
-	defer runtime.GOMAXPROCS(start)
-	for _, firstEndsFirst := range []bool{true, false} {
-		var r procsRaise
-		a := r.raise(start + 8)
-		b := r.raise(start + 4)
-		if got := runtime.GOMAXPROCS(0); got != start+8 {
-			t.Fatalf("both running: GOMAXPROCS %d, want %d", got, start+8)
-		}
-		if firstEndsFirst {
-			a()
-		} else {
-			b()
-		}
-		if got := runtime.GOMAXPROCS(0); got < start+4 {
-			t.Errorf("one still running: GOMAXPROCS %d, want at least %d", got, start+4)
-		}
-		if firstEndsFirst {
-			b()
-		} else {
-			a()
-		}
-		if got := runtime.GOMAXPROCS(0); got != start {
-			t.Errorf("first ends first %v: GOMAXPROCS %d after both, want %d", firstEndsFirst, got, start)
-		}
 	}
 }
 
@@ -219,4 +189,93 @@ func readOffsets(e Engine, fd, bs, depth int, offs []int64) (*Sample, map[int64]
 		},
 	})
 	return s, seen, bad, err
+}
+
+// TestEngineTable walks the engine table: its names are probeopt's (which
+// the policy validates against), in the same order; each entry builds the
+// engine it names or says why the kernel does not allow it; NewEngine
+// finds each by name and refuses others; an engine reports worker runs
+// exactly when the table says it sees punting; and the goroutines an
+// engine asks for cover its readers.
+func TestEngineTable(t *testing.T) {
+	var names []string
+	for _, e := range engines {
+		names = append(names, e.name)
+	}
+	if want := probeopt.EngineNames(); !slices.Equal(names, want) {
+		t.Errorf("engine table %v, probeopt.EngineNames %v", names, want)
+	}
+	p := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(p, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, spec := range engines {
+		o := probeopt.Default()
+		o.Engine = spec.name
+		if err := o.Validate(); err != nil {
+			t.Errorf("%s: probeopt refuses it: %v", spec.name, err)
+		}
+		e, err := spec.new()
+		if err != nil {
+			t.Logf("%s: not available here: %v", spec.name, err)
+			if _, err2 := NewEngine(spec.name); err2 == nil {
+				t.Errorf("%s: NewEngine succeeds where its constructor fails", spec.name)
+			}
+			continue
+		}
+		if e.Name() != spec.name {
+			t.Errorf("entry %s builds an engine named %s", spec.name, e.Name())
+		}
+		if byName, err := NewEngine(spec.name); err != nil || byName.Name() != spec.name {
+			t.Errorf("NewEngine(%s) = %v, %v", spec.name, byName, err)
+		}
+		s, _, _, err := readOffsets(e, int(f.Fd()), 4096, 4, []int64{0, 4096, 8192, 12288})
+		if err != nil {
+			t.Fatalf("%s: %v", spec.name, err)
+		}
+		if !spec.seesPunting && s.WorkerRuns != -1 {
+			t.Errorf("%s: WorkerRuns %d, though the table says it cannot see punting", spec.name, s.WorkerRuns)
+		}
+		if spec.seesPunting && s.WorkerRuns < 0 && workerRuns() >= 0 {
+			t.Errorf("%s: no worker runs reported, though the table says it sees punting", spec.name)
+		}
+		if EngineSeesPunting(spec.name) != spec.seesPunting {
+			t.Errorf("EngineSeesPunting(%s) disagrees with the table", spec.name)
+		}
+		for _, depth := range []int{1, 8, probeopt.MaxDepth} {
+			if spec.procs != nil && spec.procs(depth) < depth {
+				t.Errorf("%s at depth %d asks for %d goroutines: fewer than its readers", spec.name, depth, spec.procs(depth))
+			}
+			opts := DefaultOptions()
+			opts.Engine, opts.Depth = spec.name, depth
+			want := 0
+			if spec.procs != nil {
+				want = spec.procs(depth)
+			}
+			if got := procsFor(opts); got != want {
+				t.Errorf("procsFor(%s, depth %d) = %d, the table's %d", spec.name, depth, got, want)
+			}
+		}
+	}
+	if _, err := NewEngine("libaio"); err == nil || !strings.Contains(err.Error(), strings.Join(names, " or ")) {
+		t.Errorf("NewEngine(libaio) = %v; want an error naming %v", err, names)
+	}
+	if e, err := NewEngine(""); err != nil || e.Name() != firstAvailable(t) {
+		t.Errorf(`NewEngine("") = %v, %v; want the first the kernel allows`, e, err)
+	}
+}
+
+func firstAvailable(t *testing.T) string {
+	for _, spec := range engines {
+		if _, err := spec.new(); err == nil {
+			return spec.name
+		}
+	}
+	t.Fatal("no engine is available")
+	return ""
 }

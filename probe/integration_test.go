@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/probe/probeopt"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -169,7 +170,7 @@ func checkBack(t *testing.T, fs sysfs.FS, name string, want map[string]string) {
 }
 
 func quick() Options {
-	return Options{Duration: 60 * time.Millisecond, Rounds: 2, Depth: 16}
+	return Options{Options: probeopt.Options{Duration: 60 * time.Millisecond, Rounds: 2, Depth: 16}}
 }
 
 // TestIntegrationProbe probes a loop device that runs kyber (not a
@@ -188,7 +189,7 @@ func TestIntegrationProbe(t *testing.T) {
 			o := quick()
 			o.Engine = engine
 			start := time.Now()
-			rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Name: l.Name}, o, func(s string) { t.Log(s) })
+			rep, err := Run(context.Background(), Disk{FS: fs, StateDir: state, Name: l.Name}, o, func(s string) { t.Log(s) })
 			took := time.Since(start)
 			if err != nil {
 				t.Fatal(err)
@@ -233,7 +234,7 @@ func TestIntegrationProbe(t *testing.T) {
 	t.Run("apply keeps the winner", func(t *testing.T) {
 		o := quick()
 		o.Apply = true
-		rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Name: l.Name}, o, nil)
+		rep, err := Run(context.Background(), Disk{FS: fs, StateDir: state, Name: l.Name}, o, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +257,7 @@ func TestIntegrationProbe(t *testing.T) {
 		o.Duration = time.Second
 		time.AfterFunc(400*time.Millisecond, cancel)
 		start := time.Now()
-		rep, err := Run(ctx, Target{FS: fs, StateDir: state, Name: l.Name}, o, nil)
+		rep, err := Run(ctx, Disk{FS: fs, StateDir: state, Name: l.Name}, o, nil)
 		if !errors.Is(err, ErrInterrupted) {
 			t.Fatalf("err = %v, want ErrInterrupted", err)
 		}
@@ -323,7 +324,7 @@ func TestIntegrationRefusals(t *testing.T) {
 	small.Bind(t, 512<<10)
 	state := t.TempDir()
 	run := func(name string, o Options, devDir string) error {
-		_, err := Run(context.Background(), Target{FS: fs, DevDir: devDir, StateDir: state, Name: name}, o, nil)
+		_, err := Run(context.Background(), Disk{FS: fs, DevDir: devDir, StateDir: state, Name: name}, o, nil)
 		return err
 	}
 	expect := func(t *testing.T, err error, words ...string) {

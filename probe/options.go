@@ -1,35 +1,18 @@
 package probe
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/iosched/iosched/policy"
-	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/probe/probeopt"
 )
 
-// Options say how to probe. A zero field means its default (see
-// DefaultOptions), except Margin, where 0 is a margin of 0%: start from
-// DefaultOptions. The limits are policy's, shared with [rule.probe].
+// Options say how to probe: what to measure (probeopt.Options, shared with
+// [rule.probe], whose zero fields mean their default but Margin's), and
+// what to do around it.
 type Options struct {
-	// Candidates are the schedulers to compare (at least two the disk
-	// offers). The incumbent is the disk's current scheduler when it is
-	// one of them, else the first.
-	Candidates []string
-	// Duration is each measurement's length.
-	Duration time.Duration
-	Rounds   int
-	// Depth is the deep-queue measurement's reads in flight.
-	Depth     int
-	BlockSize int
-	// Engine is EngineIOUring, EnginePsync, or "" for io_uring where the
-	// kernel allows it.
-	Engine string
-	Choose string
-	// Margin is a fraction: 0.05 for 5%.
-	Margin float64
+	probeopt.Options
 	// Apply keeps the winner instead of restoring the original scheduler.
 	Apply bool
 	// Force probes a disk that others are using.
@@ -38,96 +21,16 @@ type Options struct {
 
 // DefaultOptions are what `iosched probe` and [rule.probe] use for what
 // they do not set.
-func DefaultOptions() Options {
-	p := policy.DefaultProbe()
-	return Options{
-		Candidates: p.Candidates, Duration: p.Duration, Rounds: p.Rounds, Depth: p.Depth,
-		BlockSize: p.BlockSize, Engine: p.Engine, Choose: p.Choose, Margin: p.Margin,
-	}
-}
+func DefaultOptions() Options { return Options{Options: probeopt.Default()} }
 
 // FromPolicy turns a rule's [rule.probe] into options.
 func FromPolicy(p *policy.Probe) Options {
-	return Options{
-		Candidates: slices.Clone(p.Candidates), Duration: p.Duration, Rounds: p.Rounds, Depth: p.Depth,
-		BlockSize: p.BlockSize, Engine: p.Engine, Choose: p.Choose, Margin: p.Margin,
-	}
+	o := p.Options
+	o.Candidates = slices.Clone(o.Candidates)
+	return Options{Options: o}
 }
 
-func (o *Options) fill() {
-	d := DefaultOptions()
-	if len(o.Candidates) == 0 {
-		o.Candidates = d.Candidates
-	}
-	if o.Duration == 0 {
-		o.Duration = d.Duration
-	}
-	if o.Rounds == 0 {
-		o.Rounds = d.Rounds
-	}
-	if o.Depth == 0 {
-		o.Depth = d.Depth
-	}
-	if o.BlockSize == 0 {
-		o.BlockSize = d.BlockSize
-	}
-	if o.Choose == "" {
-		o.Choose = d.Choose
-	}
-}
-
-// Validate checks the options against the limits [rule.probe] has.
-func (o *Options) Validate() error {
-	var errs []string
-	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
-	if len(o.Candidates) < 2 {
-		add("candidates: want at least two schedulers, got %d", len(o.Candidates))
-	}
-	for i, c := range o.Candidates {
-		if !sysfs.ValidSchedulerName(c) {
-			add("candidates: %q is not a scheduler name", c)
-		}
-		if slices.Contains(o.Candidates[:i], c) {
-			add("candidates: %s is named twice", c)
-		}
-	}
-	if len(o.Candidates) > policy.ProbeMaxCandidates {
-		add("candidates: at most %d", policy.ProbeMaxCandidates)
-	}
-	if o.Duration < policy.ProbeMinDuration || o.Duration > policy.ProbeMaxDuration {
-		add("duration: %s is outside %s..%s", o.Duration, policy.ProbeMinDuration, policy.ProbeMaxDuration)
-	}
-	if o.Rounds < 1 || o.Rounds > policy.ProbeMaxRounds {
-		add("rounds: %d is outside 1..%d", o.Rounds, policy.ProbeMaxRounds)
-	}
-	if o.Depth < 1 || o.Depth > policy.ProbeMaxDepth {
-		add("depth: %d is outside 1..%d", o.Depth, policy.ProbeMaxDepth)
-	}
-	if err := policy.CheckProbeBlockSize(uint64(o.BlockSize)); err != nil {
-		add("block size: %v", err)
-	} else if o.Depth >= 1 && o.Depth <= policy.ProbeMaxDepth {
-		if err := policy.CheckProbeInFlight(uint64(o.Depth), uint64(o.BlockSize)); err != nil {
-			add("depth and block size: %v", err)
-		}
-	}
-	switch o.Engine {
-	case "", EngineIOUring, EnginePsync:
-	default:
-		add("engine: %q is not %s or %s", o.Engine, EngineIOUring, EnginePsync)
-	}
-	switch o.Choose {
-	case ChooseBalanced, ChooseIOPS, ChooseLatency:
-	default:
-		add("choose: %q is not %s, %s or %s", o.Choose, ChooseBalanced, ChooseIOPS, ChooseLatency)
-	}
-	if o.Margin < 0 || o.Margin > policy.ProbeMaxMargin {
-		add("margin: %g%% is outside 0%%..%g%%", o.Margin*100, policy.ProbeMaxMargin*100)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("probe options: %s", strings.Join(errs, "; "))
-	}
-	return nil
-}
+func (o *Options) fill() { o.Options = o.WithDefaults() }
 
 // Allowances in the time budget.
 const (

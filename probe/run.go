@@ -15,8 +15,8 @@ import (
 	"github.com/iosched/iosched/sysfs"
 )
 
-// Target is the disk to probe and where its views are.
-type Target struct {
+// Disk is the disk to probe, by name, and the trees it is seen through.
+type Disk struct {
 	FS     sysfs.FS
 	DevDir string // default devnode.DefaultDir
 	// StateDir holds the probe locks, the originals records and
@@ -126,7 +126,7 @@ const minBlocks = 256
 // The originals are restored on every way out: an error, ctx ending, the
 // budget running out. progress, when not nil, is told each step; the first
 // line gives the time budget, before anything is measured.
-func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *Report, err error) {
+func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Report, err error) {
 	say := func(format string, a ...any) {
 		if progress != nil {
 			progress(fmt.Sprintf(format, a...))
@@ -218,7 +218,9 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 	rep.NoWait, rep.NoWaitReason = devnode.NoWait(t.DevDir, name, dev.MajorMinor)
 
 	start := time.Now()
-	budget := Options{Candidates: cands, Duration: o.Duration, Rounds: o.Rounds, Depth: o.Depth, BlockSize: o.BlockSize}.Budget()
+	offered := o
+	offered.Candidates = cands
+	budget := offered.Budget()
 	rep.BudgetS = budget.Seconds()
 	say("probing %s: %s, %d rounds x %d candidates (%s), %s per measurement, depth 1 and %d, %d-byte reads: at most %s",
 		name, eng.Name(), o.Rounds, len(cands), strings.Join(cands, ", "), o.Duration, o.Depth, o.BlockSize, budget.Round(100*time.Millisecond))
@@ -317,7 +319,7 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 		byName[c] = &rep.Candidates[i]
 	}
 	var workerRuns int64
-	workerSeen := eng.Name() == EngineIOUring
+	workerSeen := EngineSeesPunting(eng.Name())
 	for round := 1; round <= o.Rounds; round++ {
 		order := slices.Clone(cands)
 		if round%2 == 0 {

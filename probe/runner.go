@@ -32,6 +32,13 @@ type Runner struct {
 	Progress func(string)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Procs, when set, is asked for n goroutines running at once
+	// (runtime.GOMAXPROCS) before a probe whose engine needs them (psync:
+	// one per reader), and what it returns is called when the probe ends.
+	// GOMAXPROCS is the process's, so the probe does not set it: the
+	// process's owner decides (gomaxprocs.Raiser.Raise in the daemon and
+	// `iosched probe`). Nil runs with what the process has.
+	Procs func(n int) (release func())
 }
 
 func (r *Runner) now() time.Time {
@@ -108,7 +115,10 @@ func (r *Runner) Probe(ctx context.Context, name string, o Options, fresh bool, 
 			}
 		}
 	}
-	rep, err := Run(ctx, Target{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Name: name}, o, r.Progress)
+	if n := procsFor(o); n > 0 && r.Procs != nil {
+		defer r.Procs(n)()
+	}
+	rep, err := Run(ctx, Disk{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Name: name}, o, r.Progress)
 	if err != nil {
 		return rep, err
 	}

@@ -3,6 +3,8 @@ package probe
 import (
 	"context"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +67,45 @@ func TestRunnerSeeded(t *testing.T) {
 		if rep, _ := r.Lookup(vdb, o, 0); rep != nil {
 			t.Errorf("vdb (another key) got vda's result: %+v", rep)
 		}
+	}
+}
+
+// TestRunnerAsksForProcs: a probe through psync asks the runner's owner
+// for a goroutine per reader and one more, and gives them back when it
+// ends (here refused: the fake tree has no device nodes); the probe never
+// sets GOMAXPROCS itself.
+func TestRunnerAsksForProcs(t *testing.T) {
+	fs, err := sysfs.NewFS("../testdata/sysfs/cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var asked []int
+	released := 0
+	r := &Runner{FS: fs, DevDir: filepath.Join(dir, "no-dev"), StateDir: filepath.Join(dir, "state"), Store: OpenStore(filepath.Join(dir, "state"), nil),
+		Procs: func(n int) func() {
+			asked = append(asked, n)
+			return func() { released++ }
+		}}
+	procs := runtime.GOMAXPROCS(0)
+	o := DefaultOptions()
+	o.Engine, o.Depth = EnginePsync, 8
+	if _, err := r.Probe(context.Background(), "vda", o, true, 0); err == nil {
+		t.Fatal("a probe without a device node was not refused")
+	}
+	if !slices.Equal(asked, []int{9}) || released != 1 {
+		t.Errorf("psync depth 8: asked for %v, released %d times; want [9], once", asked, released)
+	}
+	if runtime.GOMAXPROCS(0) != procs {
+		t.Errorf("GOMAXPROCS %d after the probe, was %d", runtime.GOMAXPROCS(0), procs)
+	}
+	if _, err := newUringEngine(); err != nil {
+		t.Skipf("io_uring not available here: %v", err)
+	}
+	asked = nil
+	o.Engine = EngineIOUring
+	r.Probe(context.Background(), "vda", o, true, 0)
+	if len(asked) != 0 {
+		t.Errorf("io_uring asked for %v goroutines; it reads from one", asked)
 	}
 }

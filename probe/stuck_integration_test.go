@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/probe/probeopt"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -28,7 +29,7 @@ func TestIntegrationStuckDisk(t *testing.T) {
 	orig := startFrom(t, live, l.Name)
 	state := t.TempDir()
 
-	rep, err := probeStuck(t, g, Target{FS: live, StateDir: state, Name: l.Name}, func(s string) {
+	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Name: l.Name}, func(s string) {
 		if len(s) > 5 && s[:5] == "round" {
 			g.Set(true) // the first candidate is measured: the disk stops answering
 		}
@@ -84,7 +85,7 @@ func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
 	go func() { _, err := unix.Pread(fd, mem, 0); read <- err }() // another's read, held at the gate
 	waitUntil(t, "the other read at the gate", func() bool { return g.Waiting() > 0 })
 
-	rep, err := probeStuck(t, g, Target{FS: live, StateDir: state, Name: l.Name}, nil)
+	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Name: l.Name}, nil)
 	if !errors.Is(err, ErrStuck) || !errors.Is(err, ErrRestorePending) {
 		t.Fatalf("err = %v, want the switch given up on and the restore pending", err)
 	}
@@ -101,9 +102,9 @@ func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
 // progress decides) and returns what Run did, failing t when the run
 // exceeded its budget by more than a second. A run not over after 10 s
 // opens the gate and ends t.
-func probeStuck(t *testing.T, g *looptest.Gate, target Target, progress func(string)) (*Report, error) {
+func probeStuck(t *testing.T, g *looptest.Gate, target Disk, progress func(string)) (*Report, error) {
 	t.Helper()
-	o := Options{Duration: 200 * time.Millisecond, Rounds: 1, Depth: 8, Engine: EngineIOUring, Force: true}
+	o := Options{Options: probeopt.Options{Duration: 200 * time.Millisecond, Rounds: 1, Depth: 8, Engine: EngineIOUring}, Force: true}
 	start := time.Now()
 	var rep *Report
 	var err error

@@ -18,6 +18,7 @@ import (
 
 	"github.com/iosched/iosched/cli"
 	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/probe/probeopt"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -182,6 +183,11 @@ func TestPolicyPageDocumentsEveryKey(t *testing.T) {
 	for _, c := range sysfs.Classes {
 		if !strings.Contains(md, "**"+string(c)+"**") {
 			t.Errorf("class %q is not listed in iosched-policy.5.md", c)
+		}
+	}
+	for _, e := range probeopt.EngineNames() {
+		if !strings.Contains(md, `**"`+e+`"**`) {
+			t.Errorf("probe engine %q is not listed in iosched-policy.5.md", e)
 		}
 	}
 	for _, spec := range sysfs.Attributes() {
