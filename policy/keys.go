@@ -1,6 +1,10 @@
 package policy
 
-import "github.com/iosched/iosched/sysfs"
+import (
+	"strings"
+
+	"github.com/iosched/iosched/sysfs"
+)
 
 // matchKey is one key of [rule.match] and [rule.except]: how its value is
 // read and tested, what a disk must be read for to test it, and how the
@@ -29,10 +33,7 @@ func matchKeys() []matchKey {
 		{
 			name: "class", parse: parseClass,
 			syntax: "*CLASS* | [*CLASS*, ...]",
-			doc: "The kind of disk, as **iosched list** shows it: **virtio**, **nvme**, " +
-				"**scsi** (also SATA, SAS, USB and virtual SCSI disks), **mmc**, **loop**, " +
-				"**ram** (brd), **zram**, **ublk**, **nbd**, **dm**, **md**, **xen**, " +
-				"**rbd**, **pmem**, or **unknown**.",
+			doc:    "The kind of disk, as **iosched list** shows it: " + classDoc() + ".",
 		},
 		{
 			name: "name", parse: parseName,
@@ -175,4 +176,18 @@ func MatchKeyDocs() []KeyDoc {
 		out[i] = KeyDoc{Key: k.name, Syntax: k.syntax, Doc: k.doc}
 	}
 	return out
+}
+
+// classDoc lists the classes for the manual, from sysfs's table:
+// "**virtio**, ..., **ram** (brd), ..., or **unknown**".
+func classDoc() string {
+	specs := sysfs.ClassSpecs()
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = "**" + string(s.Class) + "**"
+		if s.Doc != "" {
+			names[i] += " (" + s.Doc + ")"
+		}
+	}
+	return strings.Join(names[:len(names)-1], ", ") + ", or " + names[len(names)-1]
 }

@@ -7,93 +7,6 @@ import (
 	"strings"
 )
 
-// Class is the kind of disk, as policies match it.
-type Class string
-
-// The classes iosched knows.
-const (
-	ClassVirtio  Class = "virtio"
-	ClassNVMe    Class = "nvme"
-	ClassSCSI    Class = "scsi"
-	ClassMMC     Class = "mmc"
-	ClassLoop    Class = "loop"
-	ClassRAM     Class = "ram" // brd
-	ClassZRAM    Class = "zram"
-	ClassUBLK    Class = "ublk"
-	ClassNBD     Class = "nbd"
-	ClassDM      Class = "dm"
-	ClassMD      Class = "md"
-	ClassXen     Class = "xen"
-	ClassRBD     Class = "rbd"
-	ClassPMem    Class = "pmem"
-	ClassUnknown Class = "unknown"
-)
-
-// Classes lists every class, in the order documentation shows them.
-var Classes = []Class{
-	ClassVirtio, ClassNVMe, ClassSCSI, ClassMMC, ClassLoop, ClassRAM, ClassZRAM,
-	ClassUBLK, ClassNBD, ClassDM, ClassMD, ClassXen, ClassRBD, ClassPMem, ClassUnknown,
-}
-
-// IsClass reports whether s names a class.
-func IsClass(s string) bool {
-	for _, c := range Classes {
-		if string(c) == s {
-			return true
-		}
-	}
-	return false
-}
-
-// classByDriver maps the driver bound to the disk's device (or, for an NVMe
-// namespace, to its controller's parent) to a class. The driver is the most
-// reliable signal: it is what the kernel bound, whatever the disk is named.
-var classByDriver = map[string]Class{
-	"virtio_blk": ClassVirtio,
-	"sd":         ClassSCSI,
-	"sr":         ClassSCSI, // CD/DVD drives: sr0, not sd*
-	"nvme":       ClassNVMe,
-	"mmcblk":     ClassMMC,
-	"vbd":        ClassXen, // xen-blkfront registers its xenbus driver as "vbd"
-	"nd_pmem":    ClassPMem,
-	"pmem":       ClassPMem,
-}
-
-// driverByClass names the block driver module of disks that have no device
-// link (virtual disks), so that DRIVER is never blank for a known class.
-var driverByClass = map[Class]string{
-	ClassLoop: "loop",
-	ClassRAM:  "brd",
-	ClassZRAM: "zram",
-	ClassUBLK: "ublk_drv",
-	ClassNBD:  "nbd",
-	ClassDM:   "device-mapper",
-	ClassMD:   "md",
-	ClassRBD:  "rbd",
-	ClassNVMe: "nvme", // a multipath head, or a path of a fabrics controller
-}
-
-// classByName is the last resort: the kernel's naming conventions.
-var classByName = []struct {
-	re    *regexp.Regexp
-	class Class
-}{
-	{regexp.MustCompile(`^vd[a-z]+$`), ClassVirtio},
-	{regexp.MustCompile(`^nvme\d+(c\d+)?n\d+$`), ClassNVMe},
-	{regexp.MustCompile(`^sd[a-z]+$|^sr\d+$`), ClassSCSI},
-	{regexp.MustCompile(`^mmcblk\d+(boot\d+)?$`), ClassMMC},
-	{regexp.MustCompile(`^loop\d+$`), ClassLoop},
-	{regexp.MustCompile(`^ram\d+$`), ClassRAM},
-	{regexp.MustCompile(`^zram\d+$`), ClassZRAM},
-	{regexp.MustCompile(`^ublkb\d+$`), ClassUBLK},
-	{regexp.MustCompile(`^nbd\d+$`), ClassNBD},
-	{regexp.MustCompile(`^dm-\d+$`), ClassDM},
-	{regexp.MustCompile(`^md\d+$|^md_`), ClassMD},
-	{regexp.MustCompile(`^xvd[a-z]+$`), ClassXen},
-	{regexp.MustCompile(`^rbd\d+$`), ClassRBD},
-	{regexp.MustCompile(`^pmem\d+`), ClassPMem},
-}
-
 // classify fills Class, Driver, Transport and the dm fields of d, whose
 // directory (symlinks resolved) is resolved, inside the tree at root. The
 // signals, most trusted first: the driver bound to the disk's device, the
@@ -101,13 +14,13 @@ var classByName = []struct {
 // off), and the name only when nothing else says.
 func classify(d *Device, resolved, root string, r *reader) {
 	d.Driver = boundDriver(r)
-	c, ok := classByDriver[d.Driver]
+	c, ok := classByDriver(d.Driver)
 	if !ok {
 		c = classByLayout(d.Name, resolved, r)
 	}
 	d.Class = c
 	if d.Driver == "" {
-		d.Driver = driverByClass[c]
+		d.Driver = c.Spec().Module
 	}
 	switch c {
 	case ClassSCSI:
@@ -150,16 +63,14 @@ func subsystem(r *reader, rel string) string {
 	return ""
 }
 
+// classByLayout classifies a disk no class's driver is bound to: by a
+// class's Marker in its directory, by the NVMe subsystem it hangs off, or
+// by a class's Names.
 func classByLayout(name, resolved string, r *reader) Class {
-	switch {
-	case r.exists("dm"):
-		return ClassDM
-	case r.exists("md"):
-		return ClassMD
-	case r.exists("loop"): // present while a backing file is bound
-		return ClassLoop
-	case r.exists("comp_algorithm"):
-		return ClassZRAM
+	for _, s := range classSpecs {
+		if s.Marker != "" && r.exists(s.Marker) {
+			return s.Class
+		}
 	}
 	switch subsystem(r, "device") {
 	case "nvme", "nvme-subsystem":
@@ -172,9 +83,15 @@ func classByLayout(name, resolved string, r *reader) Class {
 			return ClassNVMe
 		}
 	}
-	for _, c := range classByName {
-		if c.re.MatchString(name) {
-			return c.class
+	return classByName(name)
+}
+
+// classByName is the class whose naming convention name follows,
+// ClassUnknown when none does.
+func classByName(name string) Class {
+	for _, s := range classSpecs {
+		if s.Names != nil && s.Names.MatchString(name) {
+			return s.Class
 		}
 	}
 	return ClassUnknown

@@ -12,17 +12,6 @@ import (
 // missing attribute is the kernel's own statement (it hides what a queue
 // does not have). settle draws the line.
 
-// bioBasedClasses are the disks whose driver never has a request queue: brd
-// (drivers/block/brd.c), zram, md and pmem allocate their disks with
-// blk_alloc_disk and submit bios themselves. device-mapper is not among
-// them: a multipath table is request-based.
-var bioBasedClasses = map[Class]string{
-	ClassRAM:  "brd",
-	ClassZRAM: "zram",
-	ClassMD:   "md",
-	ClassPMem: "pmem",
-}
-
 // settle decides, once the disk is classified, what its queue is known to
 // be, and records the facts that were asked for but whose file is not
 // there. schedFile says queue/scheduler was read, bare that it held one word
@@ -33,8 +22,9 @@ var bioBasedClasses = map[Class]string{
 //     since blk-mq shows for a queue without it (block/elevator.c
 //     elv_iosched_show, 4.x: a linear dm-0 on 4.16). A bare "none" with mq/
 //     is a blk-mq queue of a kernel without elevators (before 4.11);
-//   - the driver is one that is always bio-based (bioBasedClasses, and an
-//     NVMe multipath head, drivers/nvme/host/multipath.c);
+//   - the driver is one that is always bio-based (ClassSpec.BioBased; not
+//     device-mapper: a multipath table is request-based), or the disk is an
+//     NVMe multipath head (drivers/nvme/host/multipath.c);
 //   - on the live sysfs, no queue/scheduler and no mq/ beside a queue/
 //     directory: recent kernels hide the scheduler on a queue without blk-mq
 //     (block/blk-sysfs.c blk_mq_queue_attr_visible).
@@ -51,8 +41,8 @@ func (r *reader) settle(d *Device, want Facts, schedFile, bare, live bool) {
 	case schedFile:
 	case live && !hasMQ && r.exists("queue"):
 		d.BioBasedBy = "the kernel shows no queue/scheduler and no mq/"
-	case bioBasedClasses[d.Class] != "":
-		d.BioBasedBy = bioBasedClasses[d.Class] + " disks are bio-based"
+	case d.Class.Spec().BioBased:
+		d.BioBasedBy = d.Class.Spec().bioBasedBy()
 	case d.Class == ClassNVMe && strings.Contains(d.Path, "/nvme-subsystem/"):
 		d.BioBasedBy = "an NVMe multipath head is bio-based"
 	default:

@@ -266,10 +266,9 @@ func (w tunedWrite) applies(d *sysfs.Device) (verdict, []string) {
 	case *d.Removable:
 		return fails, nil
 	}
-	switch {
-	case noParent(d), d.Class == sysfs.ClassSCSI, d.Class == sysfs.ClassVirtio,
-		d.Class == sysfs.ClassNVMe, d.Class == sysfs.ClassXen:
-	case d.Class == sysfs.ClassMMC, d.Class == sysfs.ClassPMem:
+	switch tuned := d.Class.Spec().Tuned; {
+	case noParent(d), tuned == sysfs.TunedTakes:
+	case tuned == sysfs.TunedRefuses:
 		return fails, nil
 	default:
 		v, open = unknown, append(open, "the disk's parent is SCSI, virtio, Xen or NVMe (tuned's disk plug-in takes only those)")
