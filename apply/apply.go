@@ -64,15 +64,15 @@ func (r *Result) Failed() bool {
 	return false
 }
 
-// Target is where an Applier reads and writes queue attributes: a
-// sysfs.FS, or in tests a recorder around one.
-type Target interface {
+// QueueAttrs is where an Applier reads and writes disks' queue
+// attributes: a sysfs.FS, or in tests a recorder around one.
+type QueueAttrs interface {
 	ReadQueueAttr(name, attr string) (string, error)
 	WriteQueueAttr(name, attr, value string) error
 	Exists(name string) bool
 }
 
-// WriteReader is a Target that can also write an attribute and read it
+// WriteReader is a QueueAttrs that can also write an attribute and read it
 // back through one open file, one lookup of its path where a write and a
 // read take two (sysfs.FS and sysfs.Disk can). written reports whether the
 // write was made; err is then the read's failure.
@@ -81,15 +81,15 @@ type WriteReader interface {
 }
 
 var (
-	_ Target      = sysfs.FS{}
+	_ QueueAttrs  = sysfs.FS{}
 	_ WriteReader = sysfs.FS{}
-	_ Target      = (*sysfs.Disk)(nil)
+	_ QueueAttrs  = (*sysfs.Disk)(nil)
 	_ WriteReader = (*sysfs.Disk)(nil)
 )
 
 // Applier writes plans to one sysfs tree.
 type Applier struct {
-	FS Target
+	FS QueueAttrs
 	// Retries is how many times an EBUSY write is tried again (default 3),
 	// waiting Backoff, then twice as long, between tries (default 10ms).
 	Retries int

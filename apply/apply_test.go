@@ -42,7 +42,7 @@ func fakeTree(t *testing.T, disks map[string]map[string]string) sysfs.FS {
 
 // recorder logs every read and write, and can fail writes.
 type recorder struct {
-	Target
+	QueueAttrs
 	mu     sync.Mutex
 	log    []string
 	failOn func(name, attr string, try int) error
@@ -53,7 +53,7 @@ func (r *recorder) ReadQueueAttr(name, attr string) (string, error) {
 	r.mu.Lock()
 	r.log = append(r.log, "read "+name+" "+attr)
 	r.mu.Unlock()
-	return r.Target.ReadQueueAttr(name, attr)
+	return r.QueueAttrs.ReadQueueAttr(name, attr)
 }
 
 func (r *recorder) WriteQueueAttr(name, attr, value string) error {
@@ -70,7 +70,7 @@ func (r *recorder) WriteQueueAttr(name, attr, value string) error {
 			return &sysfs.AttrError{Device: name, Attr: attr, Op: "write", Err: err}
 		}
 	}
-	return r.Target.WriteQueueAttr(name, attr, value)
+	return r.QueueAttrs.WriteQueueAttr(name, attr, value)
 }
 
 func (r *recorder) writes() []string {
@@ -87,7 +87,7 @@ func TestDeviceWritesInOrderAndReadsBack(t *testing.T) {
 	fs := fakeTree(t, map[string]map[string]string{
 		"vda": {"scheduler": "none [mq-deadline] kyber", "nr_requests": "256", "read_ahead_kb": "128", "iosched/fifo_batch": "16"},
 	})
-	rec := &recorder{Target: fs}
+	rec := &recorder{QueueAttrs: fs}
 	a := &Applier{FS: rec}
 	p := plan.Device{Name: "vda", Changes: []plan.Change{
 		{Attribute: "scheduler", From: "mq-deadline", To: "kyber", Rule: "r"},
@@ -127,24 +127,24 @@ func TestDeviceWritesInOrderAndReadsBack(t *testing.T) {
 	}
 }
 
-// resettingTarget models the kernel: a scheduler switch sets nr_requests
+// resettingAttrs models the kernel: a scheduler switch sets nr_requests
 // anew (blk_mq_init_sched).
-type resettingTarget struct{ *recorder }
+type resettingAttrs struct{ *recorder }
 
-func (r *resettingTarget) WriteQueueAttr(name, attr, value string) error {
+func (r *resettingAttrs) WriteQueueAttr(name, attr, value string) error {
 	err := r.recorder.WriteQueueAttr(name, attr, value)
 	if err == nil && attr == "scheduler" {
-		err = r.recorder.Target.WriteQueueAttr(name, "nr_requests", "256")
+		err = r.recorder.QueueAttrs.WriteQueueAttr(name, "nr_requests", "256")
 	}
 	return err
 }
 
 func TestValueResetBySwitchIsWrittenAgain(t *testing.T) {
 	fs := fakeTree(t, map[string]map[string]string{"loop1": {"scheduler": "[none] mq-deadline", "nr_requests": "128"}})
-	rec := &recorder{Target: fs}
+	rec := &recorder{QueueAttrs: fs}
 	// The snapshot showed nr_requests=128 as wanted: the plan still lists it
 	// after the switch, for apply to read again.
-	r := (&Applier{FS: &resettingTarget{rec}}).Device(context.Background(), plan.Device{Name: "loop1", Changes: []plan.Change{
+	r := (&Applier{FS: &resettingAttrs{rec}}).Device(context.Background(), plan.Device{Name: "loop1", Changes: []plan.Change{
 		{Attribute: "scheduler", From: "none", To: "mq-deadline"},
 		{Attribute: "nr_requests", To: "128", After: "scheduler"},
 	}})
@@ -158,7 +158,7 @@ func TestValueResetBySwitchIsWrittenAgain(t *testing.T) {
 
 func TestDeviceRetriesEBUSY(t *testing.T) {
 	fs := fakeTree(t, map[string]map[string]string{"sda": {"scheduler": "[none] bfq"}})
-	rec := &recorder{Target: fs, failOn: func(_, _ string, try int) error {
+	rec := &recorder{QueueAttrs: fs, failOn: func(_, _ string, try int) error {
 		if try <= 2 {
 			return syscall.EBUSY
 		}
@@ -169,7 +169,7 @@ func TestDeviceRetriesEBUSY(t *testing.T) {
 	if r.Failed() || r.Writes != 3 || r.Outcomes[0].Status != Written {
 		t.Fatalf("result %+v, want written after 3 writes", r)
 	}
-	rec = &recorder{Target: fs, failOn: func(_, _ string, _ int) error { return syscall.EBUSY }}
+	rec = &recorder{QueueAttrs: fs, failOn: func(_, _ string, _ int) error { return syscall.EBUSY }}
 	a = &Applier{FS: rec, Backoff: 1, Retries: 2}
 	r = a.Device(context.Background(), plan.Device{Name: "sda", Changes: []plan.Change{{Attribute: "scheduler", To: "none"}}})
 	if !r.Failed() || r.Writes != 3 {
@@ -179,7 +179,7 @@ func TestDeviceRetriesEBUSY(t *testing.T) {
 
 func TestSchedulerFailureSkipsItsParameters(t *testing.T) {
 	fs := fakeTree(t, map[string]map[string]string{"sda": {"scheduler": "[none] bfq", "read_ahead_kb": "128"}})
-	rec := &recorder{Target: fs, failOn: func(_, attr string, _ int) error {
+	rec := &recorder{QueueAttrs: fs, failOn: func(_, attr string, _ int) error {
 		if attr == "scheduler" {
 			return syscall.EINVAL
 		}
@@ -205,10 +205,10 @@ func TestSchedulerFailureSkipsItsParameters(t *testing.T) {
 func TestMismatchReported(t *testing.T) {
 	fs := fakeTree(t, map[string]map[string]string{"vda": {"read_ahead_kb": "128"}})
 	// The kernel rounds read_ahead_kb to pages: model it by rewriting.
-	rec := &recorder{Target: fs, failOn: func(name, attr string, _ int) error {
+	rec := &recorder{QueueAttrs: fs, failOn: func(name, attr string, _ int) error {
 		return nil
 	}}
-	rounding := &roundingTarget{recorder: rec}
+	rounding := &roundingAttrs{recorder: rec}
 	r := (&Applier{FS: rounding}).Device(context.Background(), plan.Device{Name: "vda", Changes: []plan.Change{{Attribute: "read_ahead_kb", From: "128", To: "130"}}})
 	if o := r.Outcomes[0]; o.Status != Mismatch || o.Got != "128" {
 		t.Fatalf("outcome %+v, want mismatch with got 128", o)
@@ -218,9 +218,9 @@ func TestMismatchReported(t *testing.T) {
 	}
 }
 
-type roundingTarget struct{ *recorder }
+type roundingAttrs struct{ *recorder }
 
-func (r *roundingTarget) WriteQueueAttr(name, attr, value string) error {
+func (r *roundingAttrs) WriteQueueAttr(name, attr, value string) error {
 	var n int
 	fmt.Sscan(value, &n)
 	return r.recorder.WriteQueueAttr(name, attr, fmt.Sprint(n/4*4))
@@ -253,7 +253,7 @@ func TestGoneDiskReportedOthersDone(t *testing.T) {
 
 func TestDryRunWritesNothing(t *testing.T) {
 	fs := fakeTree(t, map[string]map[string]string{"vda": {"scheduler": "none [mq-deadline]"}})
-	rec := &recorder{Target: fs}
+	rec := &recorder{QueueAttrs: fs}
 	r := (&Applier{FS: rec, DryRun: true}).Device(context.Background(), plan.Device{Name: "vda", Changes: []plan.Change{
 		{Attribute: "scheduler", To: "bfq"},
 		{Attribute: "iosched/slice_idle", To: "0", After: "scheduler"}, // bfq's: absent until the switch
@@ -268,8 +268,8 @@ func TestDryRunWritesNothing(t *testing.T) {
 
 func TestSchedulerNotKeptSkipsItsParameters(t *testing.T) {
 	fs := fakeTree(t, map[string]map[string]string{"sda": {"scheduler": "[mq-deadline] bfq"}})
-	rec := &recorder{Target: fs}
-	keeps := &keepingTarget{recorder: rec}
+	rec := &recorder{QueueAttrs: fs}
+	keeps := &keepingAttrs{recorder: rec}
 	r := (&Applier{FS: keeps}).Device(context.Background(), plan.Device{Name: "sda", Changes: []plan.Change{
 		{Attribute: "scheduler", From: "mq-deadline", To: "bfq"},
 		{Attribute: "iosched/slice_idle", To: "0", After: "scheduler"},
@@ -279,11 +279,11 @@ func TestSchedulerNotKeptSkipsItsParameters(t *testing.T) {
 	}
 }
 
-// keepingTarget models a kernel that accepts a scheduler write but keeps
+// keepingAttrs models a kernel that accepts a scheduler write but keeps
 // the old scheduler.
-type keepingTarget struct{ *recorder }
+type keepingAttrs struct{ *recorder }
 
-func (k *keepingTarget) WriteQueueAttr(name, attr, value string) error {
+func (k *keepingAttrs) WriteQueueAttr(name, attr, value string) error {
 	if attr == "scheduler" {
 		return k.recorder.WriteQueueAttr(name, attr, "mq-deadline")
 	}
@@ -304,7 +304,7 @@ func TestAllRunsDisksConcurrently(t *testing.T) {
 	// applier would deadlock, and the test time out.
 	var arrived sync.WaitGroup
 	arrived.Add(n)
-	rec := &recorder{Target: fs, failOn: func(string, string, int) error {
+	rec := &recorder{QueueAttrs: fs, failOn: func(string, string, int) error {
 		arrived.Done()
 		arrived.Wait()
 		return nil

@@ -97,7 +97,7 @@ type Config struct {
 	// namespace of its own (netns.go); nil with a test's dialer.
 	privateNetNS func() (bool, string)
 	// restoreTarget, when set, wraps what the restore at stop writes to.
-	restoreTarget func(apply.Target) apply.Target
+	restoreTarget func(apply.QueueAttrs) apply.QueueAttrs
 }
 
 // Daemon keeps disks on their policy. Make one with New, run it with Run.

@@ -566,7 +566,7 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 // blockedWrites is a restore target whose writes to one disk wait until
 // released: a queue frozen behind a disk that does not answer.
 type blockedWrites struct {
-	apply.Target
+	apply.QueueAttrs
 	disk    string
 	release chan struct{}
 	blocked chan struct{} // closed when a write has started waiting
@@ -578,7 +578,7 @@ func (b *blockedWrites) WriteQueueAttr(name, attr, value string) error {
 		b.once.Do(func() { close(b.blocked) })
 		<-b.release
 	}
-	return b.Target.WriteQueueAttr(name, attr, value)
+	return b.QueueAttrs.WriteQueueAttr(name, attr, value)
 }
 
 // The restore at stop does not wait for ever on a disk whose write does
@@ -592,7 +592,7 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	t.Cleanup(unblock)
 	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), func(cfg *Config) {
 		cfg.StopTimeout = 300 * time.Millisecond
-		cfg.restoreTarget = func(t apply.Target) apply.Target { bw.Target = t; return bw }
+		cfg.restoreTarget = func(t apply.QueueAttrs) apply.QueueAttrs { bw.QueueAttrs = t; return bw }
 	}, "loop20000", "loop20001")
 	start := time.Now()
 	if err := r.stop(t); err != nil {
