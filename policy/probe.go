@@ -134,7 +134,7 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 		case "rounds", "depth":
 			n, ok := d.integer(kl, v)
 			if read = ok; ok {
-				n = max(min(n, math.MaxInt32), math.MinInt32) // out of range either way
+				n = max(min(n, math.MaxInt), math.MinInt) // int may be narrower
 				if k == "rounds" {
 					p.Rounds = int(n)
 				} else {
@@ -146,7 +146,7 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 			if read = err == nil; err != nil {
 				d.errorf(kl, "%v", err)
 			} else {
-				p.BlockSize = int(min(n, math.MaxInt32)) // out of range either way
+				p.BlockSize = int(min(n, math.MaxInt)) // out of range either way
 			}
 		case "engine", "choose":
 			s, ok := d.str(kl, v)
