@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/journallog"
 	"github.com/iosched/iosched/policy"
 )
 
@@ -118,7 +119,7 @@ its values stay remembered for the next stop.`,
 				StateDir:     stateDir,
 				Parallel:     parallel,
 				RulesRoot:    e.root,
-				Logger:       daemon.NewLogger(e.stderr, level),
+				Logger:       journallog.New(e.stderr, level),
 				Version:      version(),
 			})
 			if err != nil {

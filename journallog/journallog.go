@@ -1,4 +1,4 @@
-package daemon
+package journallog
 
 import (
 	"context"
@@ -11,22 +11,22 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
-// NewLogger logs to the journal with native fields (DEVICE=, ATTRIBUTE=,
-// FROM=, TO=, RULE=, ...) when stderr is connected to it, so
+// New logs to the journal with native fields (DEVICE=, ATTRIBUTE=, FROM=,
+// TO=, RULE=, ...) when stderr is connected to it, so
 // `journalctl -u iosched DEVICE=vda` works; otherwise text lines to stderr.
-func NewLogger(stderr io.Writer, level slog.Level) *slog.Logger {
+func New(stderr io.Writer, level slog.Level) *slog.Logger {
 	if f, ok := stderr.(*os.File); ok && f.Fd() == 2 {
 		if yes, _ := journal.StderrIsJournalStream(); yes {
-			return slog.New(&journalHandler{level: level, send: journal.Send, fallback: slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})})
+			return slog.New(&handler{level: level, send: journal.Send, fallback: slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})})
 		}
 	}
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// journalHandler sends each record as one journal entry: MESSAGE is the
+// handler sends each record as one journal entry: MESSAGE is the
 // message followed by its attributes as key=value (what `journalctl` shows),
 // and every attribute is also a field of its own, its key upper-cased.
-type journalHandler struct {
+type handler struct {
 	level    slog.Leveler
 	attrs    []slog.Attr
 	prefix   string // group names, "A_B_"
@@ -34,11 +34,11 @@ type journalHandler struct {
 	fallback slog.Handler // used when the journal socket refuses
 }
 
-func (h *journalHandler) Enabled(_ context.Context, l slog.Level) bool {
+func (h *handler) Enabled(_ context.Context, l slog.Level) bool {
 	return l >= h.level.Level()
 }
 
-func (h *journalHandler) Handle(ctx context.Context, r slog.Record) error {
+func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 	vars := map[string]string{"SYSLOG_IDENTIFIER": "iosched"}
 	var msg strings.Builder
 	msg.WriteString(r.Message)
@@ -73,14 +73,14 @@ func (h *journalHandler) Handle(ctx context.Context, r slog.Record) error {
 	return nil
 }
 
-func (h *journalHandler) WithAttrs(as []slog.Attr) slog.Handler {
+func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
 	c := *h
 	c.attrs = append(append([]slog.Attr{}, h.attrs...), prefixed(h.prefix, as)...)
 	c.fallback = h.fallback.WithAttrs(as)
 	return &c
 }
 
-func (h *journalHandler) WithGroup(name string) slog.Handler {
+func (h *handler) WithGroup(name string) slog.Handler {
 	c := *h
 	c.prefix = h.prefix + name + "_"
 	c.fallback = h.fallback.WithGroup(name)

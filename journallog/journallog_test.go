@@ -1,4 +1,4 @@
-package daemon
+package journallog
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ type journalEntry struct {
 func TestJournalHandlerSendsFields(t *testing.T) {
 	var got []journalEntry
 	var text strings.Builder
-	h := &journalHandler{
+	h := &handler{
 		level: slog.LevelInfo,
 		send: func(msg string, p journal.Priority, vars map[string]string) error {
 			got = append(got, journalEntry{msg, p, vars})
