@@ -53,8 +53,9 @@ A "remove" uevent makes it forget a disk only when sysfs shows the disk gone;
 one still there is read again. A write the kernel refuses (EINVAL) is retried
 after a minute, then twice as long each time up to an hour, logged again only
 when the failure changes, and shown in iosched status meanwhile. With
---uevent-source udev and no udevd running (no /run/udev/control), it warns in
-the log and in iosched status, and still scans and reconciles.
+--uevent-source udev and no udevd running (nothing answers on
+/run/udev/control), it warns in the log and in iosched status, and still
+scans and reconciles.
 
 Kernel uevents not sent by the kernel (forged) are dropped. A burst larger than
 the socket's buffer (ENOBUFS) makes it rescan every disk; any other socket error,

@@ -21,6 +21,7 @@ import (
 	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/uevent"
 )
 
 // Defaults.
@@ -47,7 +48,8 @@ type Config struct {
 	// mode, the properties of disks no event has told about yet.
 	UdevDataDir string
 	// UdevControl is udevd's control socket (default /run/udev/control):
-	// in udev mode, its absence means no udevd runs to send events.
+	// in udev mode, nothing answering there means no udevd runs to send
+	// events.
 	UdevControl string
 	// RuntimeDir holds state.json; StateDir what must outlive the
 	// process (the original values restore_on_exit puts back).
@@ -84,8 +86,8 @@ type Config struct {
 	Version string
 
 	// Seams for tests.
-	dial          dialer
-	followDial    dialer // udevd's events in kernel mode; nil: not followed
+	dial          uevent.Dialer
+	followDial    uevent.Dialer // udevd's events in kernel mode; nil: not followed
 	udevdGrace    time.Duration
 	evaluate      func(*policy.Policy, *sysfs.Device) policy.Evaluation
 	stateDebounce time.Duration
@@ -94,7 +96,8 @@ type Config struct {
 	// (policywatch's default when 0).
 	policyDebounce time.Duration
 	// privateNetNS tells whether the process runs in a network
-	// namespace of its own (netns.go); nil with a test's dialer.
+	// namespace of its own (uevent.PrivateNetNS); nil with a test's
+	// dialer.
 	privateNetNS func() (bool, string)
 	// restoreTarget, when set, wraps what the restore at stop writes to.
 	restoreTarget func(apply.QueueAttrs) apply.QueueAttrs
@@ -117,13 +120,14 @@ type Daemon struct {
 	// stopping is set when a stop begins: a pass that has not started
 	// writing gives up, so a stop does not wait for a scan to finish.
 	stopping atomic.Bool
-	// passCtx is cancelled when a stop gives up waiting for passes.
+	// passCtx, derived from Run's, is cancelled when a stop gives up
+	// waiting for passes.
 	passCtx    context.Context
 	stopPasses context.CancelFunc
-	// tasks are the goroutines Run starts besides passes (the uevent
-	// listener, scans, policy loads, the thread release): Run returns
-	// once they have.
-	tasks sync.WaitGroup
+	// tasks are the goroutines Run starts besides passes and probes (the
+	// uevent monitors, the policy follower, the metrics writer, scans,
+	// policy loads, the thread release): Run returns once they have.
+	tasks *tasks
 	// persistFailed is set while the last save of the original values
 	// failed, so a pass that saves them clears the error only then.
 	persistFailed atomic.Bool
@@ -138,13 +142,9 @@ type Daemon struct {
 	// goroutines run (probe.Runner.Procs): the process's, so the daemon's.
 	procs gomaxprocs.Raiser
 
-	rec *metrics.Recorder // counts for the metrics file and status
-	// opsCtx ends the metrics writer and the policy follower when Run
-	// returns (stopOps), before it waits for its tasks.
-	opsCtx         context.Context
-	stopOps        context.CancelFunc
-	metricsWriting bool            // the writer task runs; the loop's
-	policyChanged  <-chan struct{} // the policy's files changed; nil: not followed
+	metrics        *metrics.Recorder // counts for the metrics file and status
+	metricsWriting bool              // the writer task runs; the loop's
+	policyChanged  <-chan struct{}   // the policy's files changed; nil: not followed
 	// policyFollowed: the policy follower runs (set before it starts,
 	// cleared when it stops on an error; policyChanged then stays set
 	// but never fires).
@@ -153,7 +153,6 @@ type Daemon struct {
 	changed   chan struct{} // the state file is out of date
 	scanDone  chan scanResult
 	loaded    chan loadResult
-	quit      chan struct{} // closed when Run is done with the loop
 	burstOver chan struct{} // the queue went idle after many passes at once
 }
 
@@ -205,10 +204,10 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	if cfg.dial == nil {
-		cfg.dial = dialNetlink
-		cfg.privateNetNS = privateNetNS
+		cfg.dial = uevent.Dial
+		cfg.privateNetNS = uevent.PrivateNetNS
 		if cfg.followDial == nil {
-			cfg.followDial = dialNetlink
+			cfg.followDial = uevent.Dial
 		}
 	}
 	if cfg.evaluate == nil {
@@ -226,12 +225,9 @@ func New(cfg Config) (*Daemon, error) {
 		changed:   make(chan struct{}, 1),
 		scanDone:  make(chan scanResult, 1),
 		loaded:    make(chan loadResult, 1),
-		quit:      make(chan struct{}),
 		burstOver: make(chan struct{}, 1),
-		rec:       metrics.New(metrics.Options{Version: cfg.Version}),
+		metrics:   metrics.New(metrics.Options{Version: cfg.Version}),
 	}
-	d.opsCtx, d.stopOps = context.WithCancel(context.Background())
-	d.passCtx, d.stopPasses = context.WithCancel(context.Background())
 	d.probes.retry = cfg.probeRetry
 	d.probes.init(policy.DefaultProbeConcurrency)
 	d.queue = newQueue(cfg.Parallel, d.pass)
@@ -254,10 +250,11 @@ func (e *PolicyError) Error() string { return e.Err.Error() }
 func (e *PolicyError) Unwrap() error { return e.Err }
 
 // Run starts the daemon and returns when ctx is done or SIGTERM/SIGINT
-// arrives (nil: a clean stop, also during the start), or when it cannot
-// start. It returns once every goroutine it started has ended, but those
-// stuck in the kernel (a write to a dead device, a read of a policy on a hung
-// filesystem), which it waits for only so long (StopTimeout, taskGrace).
+// arrives (nil: a clean stop, also during the start), when it cannot
+// start, or when one of its tasks fails. It returns once every goroutine it
+// started has ended, but those stuck in the kernel (a write to a dead
+// device, a read of a policy on a hung filesystem), which it waits for
+// only so long (StopTimeout, taskGrace).
 func (d *Daemon) Run(ctx context.Context) error {
 	signals, stopSignals := d.signals()
 	defer stopSignals()
@@ -266,9 +263,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	defer d.waitTasks()
-	defer close(d.quit)
-	defer d.stopOps() // before waitTasks: the metrics file's last write
+	// The tasks and passes carry Run's context but outlive its end until
+	// the stop is done: the passes in flight finish their writes, and the
+	// metrics file's last write counts the stop's restores.
+	d.passCtx, d.stopPasses = context.WithCancel(context.WithoutCancel(ctx))
+	defer d.stopPasses()
+	d.tasks = newTasks(context.WithoutCancel(ctx))
+	defer d.stopTasks()
 	d.started = time.Now()
 	d.exe = statefile.Exe(os.Getpid())
 
@@ -296,49 +297,43 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.checkUdev()
 	// Listen before scanning, so a disk appearing during the scan is
 	// either seen by it or heard of afterwards.
-	c, err := d.cfg.dial(d.udev)
+	source := uevent.Kernel
+	if d.udev {
+		source = uevent.Udev
+	}
+	mon, err := uevent.Listen(uevent.Options{Source: source, Dial: d.cfg.dial, Log: d.log})
 	if err != nil {
 		return err
 	}
-	events := make(chan event, 1024)
-	listenCtx, stopListening := context.WithCancel(ctx)
-	lst := &listener{dial: d.cfg.dial, udev: d.udev, log: d.log, out: events, c: c}
-	d.goTask(func() { lst.run(listenCtx) })
-	follower := d.followUdev(d.udev)
-	if follower != nil {
-		d.goTask(func() { follower.run(listenCtx) })
-	}
-	defer func() {
-		stopListening()
-		lst.close()
-		if follower != nil {
-			follower.close()
-		}
-	}()
+	d.tasks.start(mon)
+	d.followUdev()
 	// A state file that cannot be written would make status and reload
 	// say no daemon runs: refuse to start instead.
 	if err := d.writeState(); err != nil {
 		return fmt.Errorf("runtime directory: %w", err)
 	}
 
-	l := d.newLoop()
+	l := d.newEventLoop()
 	defer l.stop()
+	l.tasksStarting = d.tasks.ready()
 	l.scan(full, "start")
 	for {
 		select {
-		case ev := <-events:
+		case ev := <-mon.Events():
 			d.countUevent(ev)
 			switch {
-			case ev.lost:
+			case ev.Lost:
 				l.scan(full, "lost uevents")
-			case ev.action == "remove":
-				d.queue.kick(ev.name, removal, nil, nil)
+			case ev.Action == "remove":
+				d.queue.kick(ev.Name, removal, nil, nil)
 			default:
-				d.queue.kick(ev.name, full, &ev, nil)
+				d.queue.kick(ev.Name, full, &ev, nil)
 			}
-		case ev := <-d.follow.events:
+		case ev := <-d.follow.events():
 			d.countFollowed(ev)
 			d.recheck(l, ev)
+		case <-l.tasksStarting:
+			l.tasksReady()
 		case <-l.reconcile:
 			d.checkUdev()
 			l.scan(settingsOnly, "reconcile")
@@ -363,7 +358,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			// again; its end asks again. A few passes running (one
 			// hung in the kernel, say) do not hold the release back.
 			if d.queue.running() <= keepThreads() {
-				d.goTask(releaseThreads)
+				d.tasks.do("thread release", func(context.Context) { releaseThreads() })
 			}
 		case <-d.policyChanged:
 			l.reload()
@@ -377,6 +372,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.log.Info("stopping", "signal", sig.String())
 				return d.stop()
 			}
+		case err := <-d.tasks.failed:
+			d.log.Error("a task failed; stopping", "error", err)
+			d.stop()
+			return err
 		case <-ctx.Done():
 			d.log.Info("stopping")
 			return d.stop()
@@ -395,32 +394,17 @@ func (d *Daemon) signals() (<-chan os.Signal, func()) {
 	return ch, func() { signal.Stop(ch) }
 }
 
-// goTask runs f on a goroutine Run waits for.
-func (d *Daemon) goTask(f func()) {
-	d.tasks.Add(1)
-	go func() {
-		defer d.tasks.Done()
-		f()
-	}()
-}
-
 // taskGrace bounds how long Run waits, once stopped, for its tasks: they
 // end within microseconds of the stop, but for a policy load stuck in a read
 // (a hung network filesystem), which nothing can interrupt, and whose answer
 // no one waits for any more.
 const taskGrace = time.Second
 
-// waitTasks waits for the goroutines Run started, at most taskGrace.
-func (d *Daemon) waitTasks() {
-	done := make(chan struct{})
-	go func() {
-		d.tasks.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(taskGrace):
-		d.log.Warn("a task was still running at exit (a policy load stuck in a read?)", "waited", taskGrace)
+// stopTasks ends the tasks and waits for them, at most taskGrace, naming
+// those left running.
+func (d *Daemon) stopTasks() {
+	if left := d.tasks.stop(taskGrace); len(left) > 0 {
+		d.log.Warn("tasks still running at exit", "tasks", left, "waited", taskGrace)
 	}
 }
 
@@ -437,11 +421,11 @@ func (d *Daemon) load(seq int, out chan<- loadResult) {
 	if out == nil {
 		out = d.loaded
 	}
-	d.goTask(func() {
+	d.tasks.do("policy load", func(ctx context.Context) {
 		pol, err := d.cfg.Load(d.cfg.PolicyPath)
 		select {
 		case out <- loadResult{seq: seq, pol: pol, err: err}:
-		case <-d.quit: // no one waits any more
+		case <-ctx.Done(): // no one waits any more
 		}
 	})
 }
@@ -475,6 +459,18 @@ func (d *Daemon) loadAtStart(ctx context.Context, signals <-chan os.Signal) (*po
 
 var errLoadTimeout = errors.New("policy: reading it did not finish")
 
+// ErrUdevUnreachable is a start refused in udev mode where udevd's events
+// cannot arrive: the daemon runs in a network namespace of its own.
+var ErrUdevUnreachable = errors.New("udev mode cannot work in a private network namespace")
+
+// refuseUdevMode is the error that refuses udev mode in a private network
+// namespace, naming what to do instead.
+func refuseUdevMode(why string) error {
+	return fmt.Errorf("%w (%s): udevd's events do not reach this process. "+
+		"Run it in the host's network namespace (the unit's drop-in /usr/share/iosched/udev-mode.conf does so), "+
+		`or set [daemon] uevent_source = "kernel": the kernel's uevents reach a private network namespace too`, ErrUdevUnreachable, why)
+}
+
 func (d *Daemon) ueventSource(pol *policy.Policy) string {
 	if d.cfg.UeventSource != "" {
 		return d.cfg.UeventSource
@@ -486,9 +482,9 @@ func (d *Daemon) ueventSource(pol *policy.Policy) string {
 }
 
 // checkUdev warns, in the log once and in the state for as long as it
-// lasts, when the daemon listens to udevd's events and no udevd runs (none
-// of its events lately, and its control socket absent: noUdevd): hot-plugged disks would go unnoticed until the
-// next reconcile or rescan.
+// lasts, when the daemon listens to udevd's events and no udevd runs
+// (nothing answers on its control socket: noUdevd): hot-plugged disks
+// would go unnoticed until the next reconcile or rescan.
 func (d *Daemon) checkUdev() {
 	pol := d.policy.Load()
 	if pol == nil || d.ueventSource(pol) != "udev" {
@@ -523,7 +519,7 @@ func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool
 			d.log.Error("policy reload failed; the previous policy stays in force", "error", line)
 		}
 		d.noteReload(false, lines, requests)
-		d.rec.Reloaded(err)
+		d.metrics.Reloaded(err)
 		return false
 	}
 	old := d.policy.Load()
@@ -534,7 +530,7 @@ func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool
 	d.probes.reset(pol.Daemon.ProbeConcurrency)
 	d.useMetrics(pol)
 	d.noteReload(true, nil, requests)
-	d.rec.Reloaded(nil)
+	d.metrics.Reloaded(nil)
 	d.log.Info("policy reloaded; re-planning every disk", "policy", pol.Sources)
 	return true
 }

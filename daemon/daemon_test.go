@@ -69,7 +69,7 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	}
 
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{b: uevent("add", "loop20001", "disk")}
+	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	if got := r.attr(t, "loop20001", "scheduler"); got != "mq-deadline" {
 		t.Errorf("hot-plugged loop20001 scheduler = %s", got)
@@ -101,9 +101,9 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	}
 
 	// A partition's event is ignored; a removal forgets the disk.
-	c.msgs <- fakeMsg{b: uevent("add", "loop20001p1", "partition")}
+	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001p1", "partition")}
 	removeFakeDisk(t, r.d.fs, "loop20001")
-	c.msgs <- fakeMsg{b: uevent("remove", "loop20001", "disk")}
+	c.msgs <- fakeMsg{b: kernelMsg("remove", "loop20001", "disk")}
 	waitFor(t, 5*time.Second, "loop20001 to be forgotten", func() bool { return r.state(t).Disks["loop20001"] == nil })
 	if lines := r.log.lines("level=ERROR"); len(lines) > 0 {
 		t.Errorf("errors logged: %q", lines)
@@ -147,7 +147,7 @@ func TestDaemonReload(t *testing.T) {
 	})
 	// The old policy stays in force, for a new disk too.
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{b: uevent("add", "loop20001", "disk")}
+	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state to tell the failed reload", func() bool {
 		st := r.state(t)
@@ -398,7 +398,7 @@ func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
 		cfg.StopTimeout = 100 * time.Millisecond
 	}, "loop20000", "loop20001")
 	stuck.Store(true)
-	c.msgs <- fakeMsg{b: uevent("change", "loop20000", "disk")}
+	c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
 	<-entered
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
@@ -523,15 +523,15 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 			}
 		}, "loop20000")
 		hold.Store(true)
-		c.msgs <- fakeMsg{b: uevent("change", "loop20000", "disk")}
+		c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
 		<-entered // loop20000's pass is running: what follows waits for it
 		removeFakeDisk(t, r.d.fs, "loop20000")
 		addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
 		// Another disk: the same device number (as a loop device
 		// re-added has), another diskseq.
 		writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/diskseq"), "200\n")
-		c.msgs <- fakeMsg{b: uevent("remove", "loop20000", "disk")}
-		c.msgs <- fakeMsg{b: uevent("add", "loop20000", "disk")}
+		c.msgs <- fakeMsg{b: kernelMsg("remove", "loop20000", "disk")}
+		c.msgs <- fakeMsg{b: kernelMsg("add", "loop20000", "disk")}
 		waitFor(t, 5*time.Second, "the removal and the add to merge", func() bool {
 			q := r.d.queue
 			q.mu.Lock()

@@ -8,9 +8,11 @@
 // A uevent kicks a pass over its disk (pass.go: read, evaluate, plan, apply)
 // through a queue (work.go) that runs different disks in parallel and one
 // disk's passes one at a time, coalescing a burst of events into one more
-// pass. The uevent socket and its recovery (ENOBUFS: rescan; other errors:
-// reconnect, rescan) are in uevent.go; what the daemon records for the state
-// file in state.go (its schema is package statefile), systemd's notify
-// messages in notify.go, the runtime directory's lock in lock.go; the
-// original values restore_on_exit puts back in originals.go.
+// pass. The uevents come from package uevent's monitors, which run with the
+// policy follower and the metrics writer as tasks under one owner
+// (tasks.go); following udevd in kernel mode is udevfollow.go. What the
+// daemon records for the state file is in state.go (its schema is package
+// statefile), systemd's notify messages in notify.go, the runtime
+// directory's lock in lock.go; the original values restore_on_exit puts
+// back in originals.go.
 package daemon

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/uevent"
 )
 
 // fakeTree builds a sysfs tree holding loop disks with the given names,
@@ -102,8 +104,8 @@ func (f *fakeConn) Close() error {
 	return nil
 }
 
-// uevent is a kernel uevent as the socket delivers it.
-func uevent(action, name, devtype string) []byte {
+// kernelMsg is a kernel uevent as the socket delivers it.
+func kernelMsg(action, name, devtype string) []byte {
 	devpath := "/devices/virtual/block/" + name
 	return fmt.Appendf(nil, "%s@%s\x00ACTION=%s\x00DEVPATH=%s\x00SUBSYSTEM=block\x00DEVNAME=%s\x00DEVTYPE=%s\x00SEQNUM=1\x00",
 		action, devpath, action, devpath, name, devtype)
@@ -116,7 +118,7 @@ type fakeDialer struct {
 	dials int
 }
 
-func (f *fakeDialer) dial(udev bool) (conn, error) {
+func (f *fakeDialer) dial(udev bool) (uevent.Conn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dials++
@@ -132,4 +134,24 @@ func (f *fakeDialer) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.dials
+}
+
+// udevdMsg is a processed event as udevd broadcasts it: libudev's header
+// ("libudev\0", the magic 0xfeedcafe in network byte order, the header
+// size and the properties' offset and length in host order), then
+// NUL-terminated properties.
+func udevdMsg(action, name, devtype string, extra ...string) []byte {
+	props := []byte("ACTION=" + action + "\x00DEVPATH=/devices/virtual/block/" + name + "\x00SUBSYSTEM=block\x00DEVNAME=/dev/" + name +
+		"\x00DEVTYPE=" + devtype + "\x00MAJOR=7\x00MINOR=0\x00SEQNUM=9\x00ID_FOO=bar\x00")
+	for _, e := range extra {
+		props = append(props, e+"\x00"...)
+	}
+	const headerLength = 40
+	h := make([]byte, headerLength)
+	copy(h, "libudev\x00")
+	binary.BigEndian.PutUint32(h[8:], 0xfeedcafe)
+	binary.NativeEndian.PutUint32(h[12:], headerLength)
+	binary.NativeEndian.PutUint32(h[16:], headerLength)
+	binary.NativeEndian.PutUint32(h[20:], uint32(len(props)))
+	return append(h, props...)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,7 +40,7 @@ func (r *running) waitPasses(t *testing.T, n int64) {
 func TestRemoveUeventForADiskStillThere(t *testing.T) {
 	r, c := fakeDaemon(t, testPolicy(restorePolicy), "loop20000")
 	passes := r.d.passes.Load()
-	c.msgs <- fakeMsg{b: uevent("remove", "loop20000", "disk")}
+	c.msgs <- fakeMsg{b: kernelMsg("remove", "loop20000", "disk")}
 	r.waitPasses(t, passes+1)
 	if st := r.state(t); st.Disks["loop20000"] == nil {
 		// The state is written after the pass: wait for it.
@@ -64,7 +65,7 @@ func TestStaleRemoveUeventKeepsTheNewDisk(t *testing.T) {
 	addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
 	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/diskseq"), "200\n")
 	passes := r.d.passes.Load()
-	c.msgs <- fakeMsg{b: uevent("remove", "loop20000", "disk")} // the old disk's; the new one's add was lost
+	c.msgs <- fakeMsg{b: kernelMsg("remove", "loop20000", "disk")} // the old disk's; the new one's add was lost
 	r.waitPasses(t, passes+1)
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
 	if err := r.stop(t); err != nil {
@@ -197,7 +198,7 @@ func TestSlowPolicyLoadDoesNotBlockTheLoop(t *testing.T) {
 	slow.Store(true)
 	r.signals <- syscall.SIGHUP
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{b: uevent("add", "loop20001", "disk")}
+	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state file to list the new disk", func() bool { return r.state(t).Disks["loop20001"] != nil })
 	waitFor(t, 5*time.Second, "the slow load to be refused", func() bool {
@@ -307,6 +308,29 @@ func TestUdevModeWithoutUdevd(t *testing.T) {
 	}
 	if s := r.d.statusLine(); !strings.Contains(s, "no udevd") {
 		t.Errorf("STATUS= %q does not warn", s)
+	}
+}
+
+// A udevd that is gone may leave its control socket behind: a socket file
+// nothing listens on is no udevd, and the daemon says so as when the file
+// is missing. Before, the file's presence was taken for a running udevd.
+func TestUdevModeWithStaleUdevdSocket(t *testing.T) {
+	control := filepath.Join(t.TempDir(), "control")
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: control, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nuevent_source = \"udev\"\n"), func(cfg *Config) {
+		cfg.UdevControl = control
+		cfg.UdevDataDir = t.TempDir()
+	}, "loop20000")
+	if len(r.log.lines("level=WARN", "no udevd runs")) != 1 {
+		t.Errorf("no warning in the log:\n%s", r.log)
+	}
+	if w := r.state(t).Warnings; len(w) != 1 || !strings.Contains(w[0], "connection refused") {
+		t.Errorf("status warnings = %q, want one naming the refused connection", w)
 	}
 }
 

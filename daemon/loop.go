@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,11 +14,11 @@ import (
 	"github.com/iosched/iosched/policy"
 )
 
-// loop is what Run keeps between two events: which scan runs and which is
-// asked for next, the policy load under way, the reload waiting for its
-// re-plan, the reconcile and watchdog tickers, the debounced state file, the
-// thread release.
-type loop struct {
+// eventLoop is what Run keeps between two events: which scan runs and
+// which is asked for next, the policy load under way, the reload waiting
+// for its re-plan, the reconcile and watchdog tickers, the debounced state
+// file, the thread release.
+type eventLoop struct {
 	d         *Daemon
 	reconcile <-chan time.Time
 	stopTick  func()
@@ -37,8 +38,11 @@ type loop struct {
 	// a finished scan was started after. While replanned < reloads, a
 	// reload is still being re-planned, and systemd must not hear READY=1.
 	reloads, replanned int
-	// started: the start scan is done. READY=1 is never sent before.
-	started bool
+	// started: the start scan is done; tasksUp: every task Run started
+	// is ready (tasksStarting closed). READY=1 is never sent before both.
+	started       bool
+	tasksUp       bool
+	tasksStarting <-chan struct{}
 
 	// loading: a policy load runs (the loadSeq'th), for requests; its
 	// answer is refused if it has not come by loadDeadline. reloadOwed:
@@ -50,8 +54,8 @@ type loop struct {
 	reloadOwed   bool
 }
 
-func (d *Daemon) newLoop() *loop {
-	l := &loop{d: d, stopDog: func() {}}
+func (d *Daemon) newEventLoop() *eventLoop {
+	l := &eventLoop{d: d, stopDog: func() {}}
 	l.reconcile, l.stopTick = ticker(d.policy.Load().Daemon.ReconcileInterval)
 	// Pinged from the loop itself, so a loop stuck anywhere stops the
 	// pings and systemd restarts the daemon.
@@ -63,19 +67,19 @@ func (d *Daemon) newLoop() *loop {
 	return l
 }
 
-func (l *loop) stop() {
+func (l *eventLoop) stop() {
 	l.stopTick()
 	l.stopDog()
 }
 
-func (l *loop) resetReconcile() {
+func (l *eventLoop) resetReconcile() {
 	l.stopTick()
 	l.reconcile, l.stopTick = ticker(l.d.policy.Load().Daemon.ReconcileInterval)
 }
 
 // scan starts a scan unless one runs; then the next one, started when it
 // ends, covers every request made meanwhile.
-func (l *loop) scan(kind passKind, reason string) {
+func (l *eventLoop) scan(kind passKind, reason string) {
 	if l.scanning {
 		if !l.nextOwed || kind > l.nextKind {
 			l.nextKind, l.nextReason = kind, reason
@@ -85,7 +89,7 @@ func (l *loop) scan(kind passKind, reason string) {
 	}
 	l.scanning = true
 	reloads := l.reloads
-	l.d.goTask(func() {
+	l.d.tasks.do("scan", func(context.Context) {
 		r := l.d.scan(kind, reason)
 		r.reloads = reloads
 		l.d.scanDone <- r // buffered: one scan runs at a time
@@ -95,7 +99,7 @@ func (l *loop) scan(kind passKind, reason string) {
 // reload starts reading the policy off the loop (systemd hears RELOADING=1),
 // for the `iosched reload` requests made so far; a SIGHUP while a load runs
 // makes another follow it.
-func (l *loop) reload() {
+func (l *eventLoop) reload() {
 	if l.loading {
 		l.reloadOwed = true
 		return
@@ -113,7 +117,7 @@ func (l *loop) reload() {
 // started after the last valid reload is done, whatever its reason (a full
 // rescan asked for meanwhile takes the reload's place); at once after an
 // invalid policy if none is.
-func (l *loop) loaded(r loadResult) {
+func (l *eventLoop) loaded(r loadResult) {
 	if !l.loading || r.seq != l.loadSeq {
 		return // a load given up on
 	}
@@ -122,12 +126,12 @@ func (l *loop) loaded(r loadResult) {
 
 // loadTimedOut refuses a load that took longer than LoadTimeout (a policy
 // file on a hung network filesystem, say); its late answer is dropped.
-func (l *loop) loadTimedOut() {
+func (l *eventLoop) loadTimedOut() {
 	l.d.log.Error("reading the policy did not finish in time; the load is abandoned", "timeout", l.d.cfg.LoadTimeout)
 	l.finishLoad(nil, fmt.Errorf("%w within %s", errLoadTimeout, l.d.cfg.LoadTimeout))
 }
 
-func (l *loop) finishLoad(pol *policy.Policy, err error) {
+func (l *eventLoop) finishLoad(pol *policy.Policy, err error) {
 	l.loading, l.loadDeadline = false, nil
 	requests := l.requests
 	l.requests = nil
@@ -146,14 +150,24 @@ func (l *loop) finishLoad(pol *policy.Policy, err error) {
 	}
 }
 
-// ready tells systemd the daemon is ready, once the start scan is done.
-func (l *loop) ready() {
-	if l.started {
+// tasksReady notes that every task Run started is ready, and tells systemd
+// when nothing else is awaited.
+func (l *eventLoop) tasksReady() {
+	l.tasksStarting, l.tasksUp = nil, true
+	if l.replanned == l.reloads {
+		l.ready()
+	}
+}
+
+// ready tells systemd the daemon is ready, once the start scan is done and
+// every task is ready.
+func (l *eventLoop) ready() {
+	if l.started && l.tasksUp {
 		l.d.notify(sd.SdNotifyReady + "\n" + l.d.statusLine())
 	}
 }
 
-func (l *loop) scanned(r scanResult) {
+func (l *eventLoop) scanned(r scanResult) {
 	l.scanning = false
 	l.d.noteScan(r)
 	if r.reason == "start" {
@@ -199,7 +213,7 @@ func (d *Daemon) takeReloadRequests() []string {
 
 // flushSoon writes the state file a little later, so that 1000 disks
 // changing at once make a few writes, not 1000.
-func (l *loop) flushSoon() {
+func (l *eventLoop) flushSoon() {
 	if l.flush == nil {
 		l.flush = time.After(l.d.cfg.stateDebounce)
 	}
@@ -207,7 +221,7 @@ func (l *loop) flushSoon() {
 
 // releaseSoon ends the threads a burst left behind shortly (releaseDelay),
 // unless another burst is running by then (its own end asks again).
-func (l *loop) releaseSoon() {
+func (l *eventLoop) releaseSoon() {
 	l.release = time.After(releaseDelay)
 }
 
@@ -217,7 +231,7 @@ func (l *loop) releaseSoon() {
 // still held when the next thing comes (the reconcile after it, say).
 const releaseDelay = 100 * time.Millisecond
 
-func (l *loop) flushNow() {
+func (l *eventLoop) flushNow() {
 	l.flush = nil
 	if err := l.d.writeState(); err != nil {
 		l.d.log.Error("writing the state file", "error", err)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/probe"
+	"github.com/iosched/iosched/uevent"
 )
 
 // This file feeds the metrics recorder (package metrics). Recording on a
@@ -17,12 +19,15 @@ import (
 // useMetrics points the recorder at the policy's metrics_file and starts
 // the writer the first time one is set. Called from the event loop only.
 func (d *Daemon) useMetrics(pol *policy.Policy) {
-	d.rec.SetPath(pol.Daemon.MetricsFile)
+	d.metrics.SetPath(pol.Daemon.MetricsFile)
 	if pol.Daemon.MetricsFile == "" || d.metricsWriting {
 		return
 	}
 	d.metricsWriting = true
-	d.goTask(func() { d.rec.Run(d.opsCtx) }) // writes once more when Run ends
+	d.tasks.start(newFuncTask("metrics writer", func(ctx context.Context) error {
+		d.metrics.Run(ctx) // writes once more when ctx ends
+		return nil
+	}))
 }
 
 // ueventSourceLabel is where the daemon's uevents come from, as counted.
@@ -49,12 +54,12 @@ func rescanReason(reason string) string {
 // written (debounced), not on every pass.
 func diskKinds(disks map[string]*disk) map[metrics.DiskKind]int {
 	out := map[metrics.DiskKind]int{}
-	for _, rec := range disks {
-		if len(rec.state.Rules) == 0 {
+	for _, dk := range disks {
+		if len(dk.state.Rules) == 0 {
 			continue
 		}
-		k := metrics.DiskKind{Class: string(rec.state.Class), Scheduler: "unset"}
-		for _, a := range rec.state.Settings {
+		k := metrics.DiskKind{Class: string(dk.state.Class), Scheduler: "unset"}
+		for _, a := range dk.state.Settings {
 			if a.Attribute == "scheduler" {
 				k.Scheduler = a.Value
 			}
@@ -67,7 +72,7 @@ func diskKinds(disks map[string]*disk) map[metrics.DiskKind]int {
 // burstState is the last burst's latency for the state file, nil before
 // any disk was applied after a uevent.
 func (d *Daemon) burstState() *statefile.Burst {
-	b := d.rec.LastBurst()
+	b := d.metrics.LastBurst()
 	if b.Disks == 0 {
 		return nil
 	}
@@ -86,28 +91,28 @@ func (d *Daemon) metricsState() *statefile.Metrics {
 		return nil
 	}
 	m := &statefile.Metrics{File: pol.Daemon.MetricsFile}
-	if err := d.rec.WriteError(); err != nil {
+	if err := d.metrics.WriteError(); err != nil {
 		m.Error = err.Error()
 	}
 	return m
 }
 
-// countUevent counts an event the listener passed on: an atomic add.
-func (d *Daemon) countUevent(ev event) {
-	if ev.lost {
-		d.rec.Overflow()
+// countUevent counts an event the monitor passed on: an atomic add.
+func (d *Daemon) countUevent(ev uevent.Event) {
+	if ev.Lost {
+		d.metrics.Overflow()
 		return
 	}
-	d.rec.Uevent(ev.action, d.ueventSourceLabel())
+	d.metrics.Uevent(ev.Action, d.ueventSourceLabel())
 }
 
 // countFollowed counts udevd's processed event heard in kernel mode.
-func (d *Daemon) countFollowed(ev event) {
-	if ev.lost {
-		d.rec.Overflow()
+func (d *Daemon) countFollowed(ev uevent.Event) {
+	if ev.Lost {
+		d.metrics.Overflow()
 		return
 	}
-	d.rec.Uevent(ev.action, "udev")
+	d.metrics.Uevent(ev.Action, "udev")
 }
 
 // recordProbe gives the metrics a disk's probe figures, one series per
@@ -124,5 +129,5 @@ func (d *Daemon) recordProbe(name string, rep *probe.Report) {
 			Chosen:    c.Scheduler == rep.Winner,
 		})
 	}
-	d.rec.SetProbe(name, results)
+	d.metrics.SetProbe(name, results)
 }

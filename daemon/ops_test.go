@@ -51,7 +51,7 @@ func TestDaemonWritesMetrics(t *testing.T) {
 	r, c := fakeDaemon(t, pol(first), "loop20000")
 
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{b: uevent("add", "loop20001", "disk")}
+	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	var fams map[string]*dto.MetricFamily
 	waitFor(t, 5*time.Second, "the metrics file to count the uevent and its disk", func() bool {
@@ -105,7 +105,7 @@ func TestDaemonWritesMetrics(t *testing.T) {
 func TestDaemonWithoutMetricsFile(t *testing.T) {
 	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{b: uevent("add", "loop20001", "disk")}
+	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state to show the last burst", func() bool {
 		st := r.state(t)

@@ -15,6 +15,7 @@ import (
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/uevent"
 )
 
 // disk is what the daemon remembers of one disk between passes, a few
@@ -139,7 +140,7 @@ func (d *Daemon) pass(name string, j job) {
 	d.noteDisk(name, rec, dev, ev, p, res)
 	rec.snap = trim(dev, ev)
 	if !j.received.IsZero() {
-		d.rec.Applied(j.received)
+		d.metrics.Applied(j.received)
 	}
 }
 
@@ -188,7 +189,7 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 	if rec.props == nil && d.udev {
 		// No event brought them (the first scan, a rescan): udevd's
 		// database has what its last event said.
-		rec.props = udevProperties(d.cfg.UdevDataDir, dev.MajorMinor)
+		rec.props = uevent.UdevProperties(d.cfg.UdevDataDir, dev.MajorMinor)
 	}
 	dev.Properties = rec.props
 	if prev := rec.snap; prev != nil && noWaitTested(prev) && prev.MajorMinor == dev.MajorMinor && prev.DiskSeq == dev.DiskSeq {
@@ -295,9 +296,9 @@ func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result, aft
 				d.log.Info("set", attrs...)
 			}
 			d.noteChange(statefile.Change{At: time.Now(), Device: dev.Name, Attribute: o.Attribute, From: o.Before, To: o.To, Rule: o.Rule, Drift: drift})
-			d.rec.Changed(o.Attribute, o.Rule, drift)
+			d.metrics.Changed(o.Attribute, o.Rule, drift)
 		case apply.Mismatch:
-			d.rec.ApplyFailed(o.Attribute)
+			d.metrics.ApplyFailed(o.Attribute)
 			switch {
 			case repeated[o.Attribute]:
 				d.log.Debug("the kernel kept another value again", append(attrs, "got", o.Got)...)
@@ -305,7 +306,7 @@ func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result, aft
 				d.log.Warn("the kernel kept another value", append(attrs, "got", o.Got)...)
 			}
 		case apply.Failed:
-			d.rec.ApplyFailed(o.Attribute)
+			d.metrics.ApplyFailed(o.Attribute)
 			if repeated[o.Attribute] {
 				d.log.Debug("write refused again", append(attrs, "error", o.Err)...)
 			} else {
@@ -405,7 +406,7 @@ func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
 	d.mu.Unlock()
 	rec.snap, rec.props, rec.refused = nil, props, nil
 	d.probes.cancel(name)
-	d.rec.ForgetProbe(name)
+	d.metrics.ForgetProbe(name)
 	if d.orig != nil {
 		d.orig.forget(name)
 	}
@@ -419,7 +420,7 @@ func (d *Daemon) forget(name string) {
 	delete(d.disks, name)
 	d.mu.Unlock()
 	d.probes.cancel(name)
-	d.rec.ForgetProbe(name)
+	d.metrics.ForgetProbe(name)
 	if d.orig != nil {
 		d.orig.forget(name)
 	}
@@ -457,7 +458,7 @@ type scanResult struct {
 // pass whatever kind is asked.
 func (d *Daemon) scan(kind passKind, reason string) scanResult {
 	start := time.Now()
-	d.rec.Rescan(rescanReason(reason))
+	d.metrics.Rescan(rescanReason(reason))
 	writes := d.writes.Load()
 	names, err := d.fs.Disks()
 	if err != nil {

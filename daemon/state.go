@@ -263,7 +263,7 @@ func (d *Daemon) snapshot() *statefile.State {
 	st.LastBurst = d.burstState()
 	st.Metrics = d.metricsState()
 	st.PolicyFollowed = d.policyFollowed.Load()
-	d.rec.SetDisks(diskKinds(d.disks))
+	d.metrics.SetDisks(diskKinds(d.disks))
 	for name, rec := range d.disks {
 		s := rec.state
 		s.Probe = d.probes.state(name)

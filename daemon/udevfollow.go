@@ -11,9 +11,6 @@ package daemon
 // still costs nothing.
 
 import (
-	"bytes"
-	"encoding/binary"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,20 +19,22 @@ import (
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/uevent"
 	"github.com/iosched/iosched/writers"
 )
 
 // udevFollow is the daemon's view of udevd in kernel mode: the events udevd
 // is done with, and the udev rules, read when a log line needs them.
 type udevFollow struct {
-	// events are udevd's processed add and change events of whole disks
-	// (udevDone set), or the news that some were lost. nil when not
+	// mon hears udevd's processed add and change events of whole disks
+	// (UdevDone set), or the news that some were lost. nil when not
 	// following (udev mode: the main socket is udevd's already).
-	events chan event
+	mon *uevent.Monitor
+	// heard is when udevd's last event came: udevd runs. mon.Heard
+	// when following.
+	heard func() time.Time
 
 	root string // where the rules are read
-	// heard is when udevd's last event came (UnixNano): udevd runs.
-	heard atomic.Int64
 	// control is the last look for udevd's control socket.
 	control atomic.Pointer[controlCheck]
 
@@ -95,74 +94,42 @@ func (f *udevFollow) stopGraces() {
 // admin who edits a rule and reloads udevd sees the new file named.
 const rulesMaxAge = time.Minute
 
-// followUdev returns a listener for udevd's processed events, in kernel
-// mode only (nil otherwise). A socket that cannot be opened leaves the
-// daemon as it was (the policy may then be undone by a udev rule until the
-// next reconcile), and says so.
-func (d *Daemon) followUdev(udevMode bool) *listener {
+// followUdev starts following udevd's processed events, in kernel mode
+// only (d.udev false). A socket that cannot be opened leaves the daemon as
+// it was (the policy may then be undone by a udev rule until the next
+// reconcile), and says so.
+func (d *Daemon) followUdev() {
 	d.follow.root = d.cfg.RulesRoot
-	if udevMode || d.cfg.followDial == nil {
-		return nil
+	if d.udev || d.cfg.followDial == nil {
+		return
 	}
-	c, err := d.cfg.followDial(true)
+	mon, err := uevent.Listen(uevent.Options{Source: uevent.UdevDone, Dial: d.cfg.followDial, Log: d.log.With("socket", "udevd"), Buffer: 256})
 	if err != nil {
 		d.log.Warn("cannot follow udevd's events: a udev rule that writes a queue setting may undo the policy until the next reconcile", "error", err)
+		return
+	}
+	d.follow.mon, d.follow.heard = mon, mon.Heard
+	d.tasks.start(mon)
+}
+
+// events are udevd's processed events when following, nil (never ready)
+// otherwise.
+func (f *udevFollow) events() <-chan uevent.Event {
+	if f.mon == nil {
 		return nil
 	}
-	d.follow.events = make(chan event, 256)
-	return &listener{
-		dial: d.cfg.followDial, udev: true, log: d.log.With("socket", "udevd"), out: d.follow.events, c: c,
-		parse: func(raw []byte) (event, bool, error) {
-			ev, ok := parseUdevdEvent(raw)
-			return ev, ok, nil
-		},
-		heard: &d.follow.heard,
-	}
+	return f.mon.Events()
 }
 
 // recheck asks for a check of a disk udevd is done with: a settingsOnly
 // pass reads the few attributes the policy sets and writes only those that
 // moved. Lost udevd events: every disk is checked.
-func (d *Daemon) recheck(l *loop, ev event) {
-	if ev.lost {
+func (d *Daemon) recheck(l *eventLoop, ev uevent.Event) {
+	if ev.Lost {
 		l.scan(settingsOnly, "udevd events lost")
 		return
 	}
-	d.queue.kick(ev.name, settingsOnly, &ev, nil)
-}
-
-// libudev's monitor header (systemd src/libsystemd/sd-device/device-monitor.c
-// monitor_netlink_header): "libudev\0", a magic number in network byte
-// order, then the header size and the properties' offset in host order.
-const (
-	udevdMagic        = 0xfeedcafe
-	udevdHeaderLength = 40
-)
-
-// parseUdevdEvent keeps an add or change of a whole disk from udevd's
-// message. It reads only the properties it needs, in place: go-udev's
-// ParseUEvent would build a map of all of them, kilobytes a disk in a
-// burst. Properties are NUL-terminated KEY=value strings.
-func parseUdevdEvent(raw []byte) (event, bool) {
-	if !bytes.Contains(raw, []byte("SUBSYSTEM=block\x00")) || len(raw) < udevdHeaderLength ||
-		!bytes.HasPrefix(raw, []byte("libudev\x00")) || binary.BigEndian.Uint32(raw[8:]) != udevdMagic {
-		return event{}, false
-	}
-	header := binary.NativeEndian.Uint32(raw[12:])
-	off := binary.NativeEndian.Uint32(raw[16:])
-	if header < udevdHeaderLength || header > uint32(len(raw)) || off < header || off >= uint32(len(raw)) {
-		return event{}, false
-	}
-	var v ueventVars
-	if v.scan(raw[off:], true) != nil || (v.action != "add" && v.action != "change") {
-		return event{}, false
-	}
-	ev, ok, err := v.diskEvent()
-	if !ok || err != nil {
-		return event{}, false
-	}
-	ev.udevDone = true
-	return ev, true
+	d.queue.kick(ev.Name, settingsOnly, &ev, nil)
 }
 
 // udevdGrace is how long a disk left to udevd waits for udevd's event
@@ -182,7 +149,7 @@ const udevdGrace = 2 * time.Second
 // at once on one queue oops this kernel"). udevd's processed event brings the pass that
 // writes; if none comes within udevdGrace, a pass is asked for anyway.
 func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
-	if !j.kernelEvent || j.afterUdev || d.follow.events == nil || d.noUdevd() != nil {
+	if !j.kernelEvent || j.afterUdev || d.follow.mon == nil || d.noUdevd() != nil {
 		return false
 	}
 	rules := d.udevRules()
@@ -214,29 +181,32 @@ func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	return true
 }
 
-// controlCheck is a look for udevd's control socket: when, and why it was
-// not there (nil: it was).
+// controlCheck is a look for udevd's control socket: when, and why udevd
+// did not answer there (nil: it did).
 type controlCheck struct {
 	at  time.Time
 	err error
 }
 
 // noUdevd tells whether udevd runs (nil) or why it seems not to: udevd
-// runs when its event came in the last ten minutes, or its control socket
-// (Config.UdevControl) exists. The socket is looked for at most once a
+// runs when its event came in the last ten minutes, or it answers on its
+// control socket (Config.UdevControl): a socket file alone may be one a
+// udevd that is gone left behind. The socket is tried at most once a
 // second, so a burst of new disks costs no system call more. It is the one
 // answer for both the pass that leaves a disk to udevd and the warning
 // that no udevd runs.
 func (d *Daemon) noUdevd() error {
 	f := &d.follow
 	now := time.Now()
-	if t := f.heard.Load(); t != 0 && now.Sub(time.Unix(0, t)) < 10*time.Minute {
-		return nil
+	if f.heard != nil {
+		if t := f.heard(); !t.IsZero() && now.Sub(t) < 10*time.Minute {
+			return nil
+		}
 	}
 	if c := f.control.Load(); c != nil && now.Sub(c.at) < time.Second {
 		return c.err
 	}
-	_, err := os.Stat(d.cfg.UdevControl)
+	err := uevent.UdevdAnswers(d.cfg.UdevControl)
 	f.control.Store(&controlCheck{at: now, err: err})
 	return err
 }
@@ -293,7 +263,7 @@ func (d *Daemon) logUdevOverride(dev *sysfs.Device, o apply.Outcome, drift bool,
 // the write and its read-back, and the check after udevd's event puts it
 // right. It reports whether it logged.
 func (d *Daemon) logUdevRace(dev *sysfs.Device, o apply.Outcome, attrs []any) bool {
-	if d.follow.events == nil {
+	if d.follow.mon == nil {
 		return false
 	}
 	rules := d.udevRulesWriting(dev, o.Attribute, o.Got)

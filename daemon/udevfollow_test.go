@@ -1,59 +1,14 @@
 package daemon
 
 import (
-	"encoding/binary"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// udevdMsg is a processed event as udevd broadcasts it: libudev's header,
-// then NUL-terminated properties.
-func udevdMsg(action, name, devtype string, extra ...string) []byte {
-	props := []byte("ACTION=" + action + "\x00DEVPATH=/devices/virtual/block/" + name + "\x00SUBSYSTEM=block\x00DEVNAME=/dev/" + name +
-		"\x00DEVTYPE=" + devtype + "\x00MAJOR=7\x00MINOR=0\x00SEQNUM=9\x00ID_FOO=bar\x00")
-	for _, e := range extra {
-		props = append(props, e+"\x00"...)
-	}
-	h := make([]byte, udevdHeaderLength)
-	copy(h, "libudev\x00")
-	binary.BigEndian.PutUint32(h[8:], udevdMagic)
-	binary.NativeEndian.PutUint32(h[12:], udevdHeaderLength)
-	binary.NativeEndian.PutUint32(h[16:], udevdHeaderLength)
-	binary.NativeEndian.PutUint32(h[20:], uint32(len(props)))
-	return append(h, props...)
-}
-
-func TestParseUdevdEvent(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		raw  []byte
-		want string // the disk, "" when dropped
-	}{
-		{"change of a disk", udevdMsg("change", "loop20000", "disk"), "loop20000"},
-		{"add of a disk", udevdMsg("add", "loop20000", "disk"), "loop20000"},
-		{"remove", udevdMsg("remove", "loop20000", "disk"), ""},
-		{"partition", udevdMsg("add", "loop20000p1", "partition"), ""},
-		{"kernel format", uevent("add", "loop20000", "disk"), ""},
-		{"bad magic", func() []byte { b := udevdMsg("add", "loop20000", "disk"); b[8] = 0; return b }(), ""},
-		{"offset past the end", func() []byte {
-			b := udevdMsg("add", "loop20000", "disk")
-			binary.NativeEndian.PutUint32(b[16:], uint32(len(b)+1))
-			return b
-		}(), ""},
-		{"unterminated property", udevdMsg("add", "loop20000", "disk")[:len(udevdMsg("add", "loop20000", "disk"))-1], ""},
-	} {
-		ev, ok := parseUdevdEvent(tc.raw)
-		if got := map[bool]string{true: ev.name}[ok]; got != tc.want {
-			t.Errorf("%s: kept %q, want %q", tc.name, got, tc.want)
-		}
-		if ok && (!ev.udevDone || ev.props != nil || ev.ident.MajorMinor != "7:0") {
-			t.Errorf("%s: event %+v", tc.name, ev)
-		}
-	}
-}
 
 // followedDaemon runs a daemon on a fake tree whose udevd socket the test
 // feeds, with a udev rule that sets bfq on its loops under rulesRoot.
@@ -144,10 +99,10 @@ func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
 	root := r.d.fs.Root()
 	// udevd is heard: it runs.
 	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
-	waitFor(t, 5*time.Second, "udevd to be heard", func() bool { return r.d.follow.heard.Load() != 0 })
+	waitFor(t, 5*time.Second, "udevd to be heard", func() bool { return !r.d.follow.mon.Heard().IsZero() })
 
 	addFakeDisk(t, root, "loop20001", 1)
-	kernel.msgs <- fakeMsg{b: uevent("add", "loop20001", "disk")}
+	kernel.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
 	waitFor(t, 5*time.Second, "the disk to be left to udevd", func() bool {
 		return len(r.log.lines("left to udevd first", "device=loop20001", "udev_rule=/etc/udev/rules.d/99-bfq.rules:2")) == 1
 	})
@@ -164,7 +119,7 @@ func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
 	// udevd says nothing: written after the grace.
 	addFakeDisk(t, root, "loop20002", 2)
 	start := time.Now()
-	kernel.msgs <- fakeMsg{b: uevent("add", "loop20002", "disk")}
+	kernel.msgs <- fakeMsg{b: kernelMsg("add", "loop20002", "disk")}
 	r.waitAttr(t, "loop20002", "scheduler", "mq-deadline")
 	if took := time.Since(start); took < 250*time.Millisecond {
 		t.Errorf("loop20002 written %s after its uevent, before the grace", took)
@@ -181,27 +136,35 @@ func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
 
 }
 
-// One answer to "does udevd run": its control socket at Config.UdevControl
-// (looked for at most once a second), or an event heard lately.
+// One answer to "does udevd run": something answers on its control
+// socket at Config.UdevControl (tried at most once a second), or an event
+// heard lately. A socket file that nothing listens on (udevd gone) is no
+// udevd.
 func TestNoUdevd(t *testing.T) {
 	control := filepath.Join(t.TempDir(), "control")
 	d := &Daemon{cfg: Config{UdevControl: control}}
 	if err := d.noUdevd(); err == nil {
 		t.Error("no control socket, nothing heard: udevd said to run")
 	}
-	writeFile(t, control, "")
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: control, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := d.noUdevd(); err == nil {
-		t.Error("looked for again within a second: the last look not used")
+		t.Error("tried again within a second: the last try not used")
 	}
 	d.follow.control.Store(nil)
 	if err := d.noUdevd(); err != nil {
-		t.Errorf("control socket present: %v", err)
+		t.Errorf("udevd listening: %v", err)
 	}
-	if err := os.Remove(control); err != nil {
-		t.Fatal(err)
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	d.follow.control.Store(nil)
+	if err := d.noUdevd(); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("the socket file of a udevd that is gone: %v, want ECONNREFUSED", err)
 	}
 	d.follow.control.Store(nil)
-	d.follow.heard.Store(time.Now().UnixNano())
+	d.follow.heard = time.Now
 	if err := d.noUdevd(); err != nil {
 		t.Errorf("udevd's event just heard: %v", err)
 	}

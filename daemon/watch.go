@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"context"
+
 	"github.com/iosched/iosched/policywatch"
 )
 
@@ -20,11 +22,14 @@ func (d *Daemon) followPolicy() {
 	}
 	d.policyChanged = w.Changed()
 	d.policyFollowed.Store(true)
-	d.goTask(func() {
-		if err := w.Run(d.opsCtx); err != nil {
+	// Its failure leaves the daemon to SIGHUP: logged, not an error that
+	// stops the daemon.
+	d.tasks.start(newFuncTask("policy follower", func(ctx context.Context) error {
+		if err := w.Run(ctx); err != nil {
 			d.policyFollowed.Store(false)
 			d.log.Error("following the policy files stopped; reload with SIGHUP", "error", err)
 			d.markChanged()
 		}
-	})
+		return nil
+	}))
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/uevent"
 )
 
 // passKind says how much of a disk a pass reads.
@@ -50,7 +51,7 @@ type job struct {
 	received time.Time
 }
 
-func (j *job) merge(kind passKind, ev *event, wg *barrier) {
+func (j *job) merge(kind passKind, ev *uevent.Event, wg *barrier) {
 	// The newer of a removal and an event wins.
 	switch {
 	case kind == removal:
@@ -63,17 +64,17 @@ func (j *job) merge(kind passKind, ev *event, wg *barrier) {
 	switch {
 	case ev == nil:
 		j.ident = sysfs.Ident{}
-	case ev.props != nil:
-		j.props = ev.props
+	case ev.Props != nil:
+		j.props = ev.Props
 		fallthrough
 	default:
-		j.ident = ev.ident
+		j.ident = ev.Ident
 	}
-	if ev != nil && !ev.udevDone && !ev.at.IsZero() && (j.received.IsZero() || ev.at.Before(j.received)) {
-		j.received = ev.at
+	if ev != nil && !ev.UdevDone && !ev.At.IsZero() && (j.received.IsZero() || ev.At.Before(j.received)) {
+		j.received = ev.At
 	}
-	j.afterUdev = j.afterUdev || ev != nil && ev.udevDone
-	j.kernelEvent = j.kernelEvent || ev != nil && !ev.udevDone
+	j.afterUdev = j.afterUdev || ev != nil && ev.UdevDone
+	j.kernelEvent = j.kernelEvent || ev != nil && !ev.UdevDone
 	if wg != nil {
 		wg.Add(1)
 		j.waiters = append(j.waiters, wg)
@@ -115,7 +116,7 @@ func newQueue(limit int, run func(string, job)) *queue {
 
 // kick asks for a pass over name, for the uevent ev (nil: a scan). wg, when
 // set, is done once a pass that started after this call has finished.
-func (q *queue) kick(name string, kind passKind, ev *event, wg *barrier) {
+func (q *queue) kick(name string, kind passKind, ev *uevent.Event, wg *barrier) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/uevent"
 )
 
 // A burst of events for a disk being handled makes exactly one more pass.
@@ -50,7 +51,7 @@ func TestQueueMergesIntoAQueuedPass(t *testing.T) {
 	q.kick("blocker", full, nil, nil) // holds the only worker
 	wg := newBarrier()
 	q.kick("loop20000", settingsOnly, nil, wg)
-	q.kick("loop20000", full, &event{props: map[string]string{"ID_BUS": "ata"}}, wg)
+	q.kick("loop20000", full, &uevent.Event{Props: map[string]string{"ID_BUS": "ata"}}, wg)
 	q.kick("loop20000", settingsOnly, nil, wg)
 	close(block)
 	wg.Wait()
@@ -173,13 +174,13 @@ func TestQueueRemovalMerging(t *testing.T) {
 // A merged pass takes the identity of the newest uevent, and none when a
 // scan asked for it too: the scan after lost events reads it afresh.
 func TestJobMergeIdent(t *testing.T) {
-	a := &event{ident: sysfs.Ident{MajorMinor: "7:1", DiskSeq: "1"}}
-	b := &event{ident: sysfs.Ident{MajorMinor: "7:1", DiskSeq: "2"}}
+	a := &uevent.Event{Ident: sysfs.Ident{MajorMinor: "7:1", DiskSeq: "1"}}
+	b := &uevent.Event{Ident: sysfs.Ident{MajorMinor: "7:1", DiskSeq: "2"}}
 	var j job
 	j.merge(full, a, nil)
-	j.merge(removal, &event{}, nil)
+	j.merge(removal, &uevent.Event{}, nil)
 	j.merge(full, b, nil)
-	if j.ident != b.ident || j.kind != full {
+	if j.ident != b.Ident || j.kind != full {
 		t.Errorf("after add, remove, add: %+v, want the second disk's identity, a full pass", j)
 	}
 	j.merge(full, nil, nil)

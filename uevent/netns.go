@@ -1,30 +1,26 @@
-package daemon
+package uevent
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"syscall"
 )
 
-// ErrUdevUnreachable is a start refused in udev mode where udevd's events
-// cannot arrive: the daemon runs in a network namespace of its own.
-var ErrUdevUnreachable = errors.New("udev mode cannot work in a private network namespace")
-
 // initNetNSInode is the initial network namespace's inode number on
 // kernels that fix it (include/linux/proc_ns.h, PROC_NET_INIT_INO). A
-// kernel that numbers it otherwise does no harm: privateNetNS then
+// kernel that numbers it otherwise does no harm: PrivateNetNS then
 // compares with init's namespace, or failing that looks for an interface
 // other than loopback.
 const initNetNSInode = 0xEFFFFFF9
 
-// privateNetNS reports whether this process runs in a network namespace
+// PrivateNetNS reports whether this process runs in a network namespace
 // other than the host's (systemd's PrivateNetwork=yes, unshare -n), and
 // how it knows. udevd sends its processed events on a netlink multicast
 // group that, unlike the kernel's uevents, stays in its own network
-// namespace, so a daemon in another one hears nothing from it.
-func privateNetNS() (bool, string) {
+// namespace, so a process in another one hears nothing from it: the Udev
+// and UdevDone sources cannot work there.
+func PrivateNetNS() (bool, string) {
 	self, err := nsInode("/proc/self/ns/net")
 	if err != nil {
 		return false, "" // cannot tell: do not refuse
@@ -62,12 +58,4 @@ func nsInode(path string) (uint64, error) {
 		return 0, fmt.Errorf("%s: no inode", path)
 	}
 	return st.Ino, nil
-}
-
-// refuseUdevMode is the error that refuses udev mode in a private network
-// namespace, naming what to do instead.
-func refuseUdevMode(why string) error {
-	return fmt.Errorf("%w (%s): udevd's events do not reach this process. "+
-		"Run it in the host's network namespace (the unit's drop-in /usr/share/iosched/udev-mode.conf does so), "+
-		`or set [daemon] uevent_source = "kernel": the kernel's uevents reach a private network namespace too`, ErrUdevUnreachable, why)
 }

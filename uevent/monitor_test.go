@@ -1,0 +1,205 @@
+package uevent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pilebones/go-udev/netlink"
+)
+
+// startMonitor runs a kernel monitor over the dialer's sockets until the
+// test ends.
+func startMonitor(t *testing.T, fd *fakeDialer) (<-chan Event, *logBuffer) {
+	t.Helper()
+	log := &logBuffer{}
+	m, err := Listen(Options{Dial: fd.dial, Log: slog.New(slog.NewTextHandler(log, nil)), Buffer: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return m.Events(), log
+}
+
+func next(t *testing.T, events <-chan Event) Event {
+	t.Helper()
+	select {
+	case ev := <-events:
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event within 5 s")
+		return Event{}
+	}
+}
+
+func TestMonitorENOBUFSMeansRescanAndKeepsTheSocket(t *testing.T) {
+	c := newFakeConn()
+	fd := &fakeDialer{conns: []*fakeConn{c}}
+	events, log := startMonitor(t, fd)
+	c.msgs <- fakeMsg{err: fmt.Errorf("recvmsg: %w", syscall.ENOBUFS)}
+	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
+	if ev := next(t, events); !ev.Lost {
+		t.Fatalf("after ENOBUFS got %+v, want a lost-events notice", ev)
+	}
+	if ev := next(t, events); ev.Name != "loop20001" {
+		t.Fatalf("after ENOBUFS got %+v, want the next event from the same socket", ev)
+	}
+	if fd.count() != 1 {
+		t.Errorf("dialed %d times; ENOBUFS must not reconnect", fd.count())
+	}
+	if len(log.lines("uevents were lost")) != 1 {
+		t.Errorf("log does not say events were lost:\n%s", log)
+	}
+}
+
+func TestMonitorReconnectsAfterSocketError(t *testing.T) {
+	first, second := newFakeConn(), newFakeConn()
+	fd := &fakeDialer{conns: []*fakeConn{first, second}}
+	events, log := startMonitor(t, fd)
+	first.msgs <- fakeMsg{err: syscall.EBADF}
+	if ev := next(t, events); !ev.Lost {
+		t.Fatalf("after a socket error got %+v, want a lost-events notice (rescan)", ev)
+	}
+	second.msgs <- fakeMsg{b: kernelMsg("change", "loop20002", "disk")}
+	if ev := next(t, events); ev.Name != "loop20002" {
+		t.Fatalf("got %+v, want the event from the new socket", ev)
+	}
+	if fd.count() != 2 {
+		t.Errorf("dialed %d times, want 2", fd.count())
+	}
+	select {
+	case <-first.closed:
+	default:
+		t.Error("the broken socket was not closed")
+	}
+	if len(log.lines("reconnecting")) == 0 || len(log.lines("reconnected")) == 0 {
+		t.Errorf("log does not tell the reconnection:\n%s", log)
+	}
+}
+
+func TestMonitorKeepsRetryingTheSocket(t *testing.T) {
+	c, later := newFakeConn(), newFakeConn()
+	fd := &fakeDialer{conns: []*fakeConn{c}}
+	events, log := startMonitor(t, fd)
+	c.msgs <- fakeMsg{err: syscall.EBADF}
+	waitFor(t, 5*time.Second, "two failed reconnects", func() bool { return len(log.lines("reconnecting failed")) >= 2 })
+	fd.mu.Lock()
+	fd.conns = append(fd.conns, later)
+	fd.mu.Unlock()
+	if ev := next(t, events); !ev.Lost {
+		t.Fatalf("got %+v, want a lost-events notice once reconnected", ev)
+	}
+}
+
+func TestMonitorDropsForgedEvents(t *testing.T) {
+	c := newFakeConn()
+	events, log := startMonitor(t, &fakeDialer{conns: []*fakeConn{c}})
+	c.msgs <- fakeMsg{err: fmt.Errorf("%w: kernel group message sent by pid 4242", netlink.ErrUntrustedSender)}
+	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20003", "disk")}
+	if ev := next(t, events); ev.Name != "loop20003" || ev.Lost {
+		t.Fatalf("got %+v, want only the genuine event", ev)
+	}
+	if got := log.lines("dropped a forged uevent"); len(got) != 1 || !strings.Contains(got[0], "pid 4242") {
+		t.Errorf("log does not report the forged event with its sender:\n%s", log)
+	}
+}
+
+// Close unblocks a reader waiting for a message and returns once it has
+// ended, the socket closed.
+func TestMonitorCloseUnblocksTheReader(t *testing.T) {
+	c := newFakeConn()
+	m, err := Listen(Options{Dial: (&fakeDialer{conns: []*fakeConn{c}}).dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	<-m.Ready()
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return: the reader was not unblocked")
+	}
+	select {
+	case <-c.closed:
+	default:
+		t.Error("the socket is still open after Close")
+	}
+}
+
+// Close ends a reconnect waiting out its backoff.
+func TestMonitorCloseEndsAReconnect(t *testing.T) {
+	c := newFakeConn()
+	log := &logBuffer{}
+	m, err := Listen(Options{Dial: (&fakeDialer{conns: []*fakeConn{c}}).dial, Log: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	c.msgs <- fakeMsg{err: syscall.EBADF}
+	waitFor(t, 5*time.Second, "a failed reconnect", func() bool { return len(log.lines("reconnecting failed")) >= 1 })
+	done := make(chan struct{})
+	go func() { m.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for the reconnect's backoff")
+	}
+}
+
+// As a task: Ready once reading, Run returns once ctx is done and the
+// reader has ended; a message heard, kept or not, is when udevd last
+// spoke.
+func TestMonitorRunAsATask(t *testing.T) {
+	c := newFakeConn()
+	m, err := Listen(Options{Source: UdevDone, Dial: (&fakeDialer{conns: []*fakeConn{c}}).dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	select {
+	case <-m.Ready():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not ready")
+	}
+	if !m.Heard().IsZero() {
+		t.Error("heard before any message")
+	}
+	c.msgs <- fakeMsg{b: udevdMsg("remove", "loop1", "disk")} // not kept
+	c.msgs <- fakeMsg{b: udevdMsg("change", "loop2", "disk")}
+	if ev := next(t, m.Events()); ev.Name != "loop2" || !ev.UdevDone {
+		t.Errorf("got %+v, want loop2's change, udevd done", ev)
+	}
+	if m.Heard().IsZero() {
+		t.Error("messages came, none heard")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	select {
+	case <-c.closed:
+	default:
+		t.Error("the socket is still open after Run returned")
+	}
+}
