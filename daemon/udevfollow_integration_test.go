@@ -103,7 +103,18 @@ func TestIntegrationUdevdRuleDoesNotWin(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(root, "etc/udev/rules.d/99-iosched-test.rules"), rule+"\n")
-	r := start(t, pol, func(c *Config) { c.RulesRoot = root })
+	// The daemon must know udevd runs before udevd's first event comes:
+	// otherwise it writes the first loops at once, while udevd's workers
+	// run the rule, and two scheduler switches at once on one queue oops
+	// the kernel (blk_mq_free_rqs, after "cannot create duplicate
+	// filename .../queue/iosched"; contrib/bench/README.md).
+	r := start(t, pol, func(c *Config) {
+		c.RulesRoot = root
+		c.UdevControl = udevd.control()
+	})
+	if err := r.d.noUdevd(); err != nil {
+		t.Fatalf("the private udevd does not answer on %s: %v", udevd.control(), err)
+	}
 
 	names := make([]string, udevdLoops)
 	for i := range names {
@@ -312,6 +323,12 @@ func startPrivateUdevd(t *testing.T, rules string) *privateUdevd {
 		return exec.Command("nsenter", "-t", fmt.Sprint(u.cmd.Process.Pid), "-m", "udevadm", "control", "--ping").Run() == nil
 	})
 	return u
+}
+
+// control is udevd's control socket seen from outside its mount namespace
+// (its /run is a tmpfs of its own), through its shell's root.
+func (u *privateUdevd) control() string {
+	return fmt.Sprintf("/proc/%d/root/run/udev/control", u.cmd.Process.Pid)
 }
 
 // udevadm runs udevadm in udevd's mount namespace (its /run/udev).
