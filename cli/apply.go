@@ -12,13 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
 // errProbing is why apply leaves a disk alone while a probe measures it
 // (or another writer, the daemon, holds its lock).
-var errProbing = errors.New("not written: a probe is measuring this disk, or iosched is writing its settings (its lock in the state directory is held); run apply again when it is done")
+var errProbing = errors.New("not written: a probe is measuring this disk, or iosched is writing its settings (its lock is held); run apply again when it is done")
 
 func newApplyCmd(e *env) *cobra.Command {
 	var dryRun, asJSON bool
@@ -33,8 +34,8 @@ again before it is written. Disks are done concurrently, one disk's writes in
 order: scheduler, nr_requests, the scheduler's iosched/* parameters, the rest.
 Each write is read back. EBUSY is retried; a disk that goes away, or a named
 disk that is not there, is reported gone and the others are still done. A disk
-a probe is measuring (iosched probe, or the daemon's, per --state-dir) is not
-written: its changes fail with the reason, and apply can be run again after.
+a probe is measuring (iosched probe, or the daemon's, whatever its --state-dir)
+is not written: its changes fail with the reason, and apply can be run again after.
 Apply holds the same lock around its writes to a disk, so no probe starts on
 a disk apply is writing.
 
@@ -42,6 +43,8 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			moreProcs()
+			locks := e.locks()
+			defer locks.Close()
 			var mu sync.Mutex
 			applied := map[string]apply.Result{}
 			start := time.Now()
@@ -54,7 +57,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 				release, lockErr := func() {}, error(nil)
 				if !dryRun && !r.plan.Empty() {
 					// No probe starts while the disk's lock is held.
-					release, lockErr = probe.Exclude(e.stateDir, r.name)
+					release, lockErr = locks.LockToWrite(r.name)
 				}
 				defer release()
 				switch {
@@ -63,7 +66,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 					// Held: two scheduler switches at once on one queue
 					// can crash the kernel, and a probe would put its
 					// originals back over these writes when it ends.
-					if probe.IsBusy(lockErr) {
+					if disklock.IsBusy(lockErr) {
 						lockErr = errProbing
 					}
 					for _, c := range r.plan.Changes {
@@ -119,7 +122,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: show what would be written")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&e.stateDir, "state-dir", probe.DefaultStateDir, "where probes keep their locks: a disk being probed is left alone")
+	cmd.Flags().StringVar(&e.stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
 	return cmd
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iosched/iosched/probe"
+	"github.com/iosched/iosched/disklock"
 )
 
 // queueFile reads one queue attribute of a disk in a copied tree.
@@ -167,19 +167,24 @@ func TestPrintable(t *testing.T) {
 	}
 }
 
-// A disk a probe is measuring (its lock held in --state-dir) is not written
-// by apply: a second scheduler switch at once on one queue can crash the
-// kernel, and the probe would put its originals back over apply's writes.
-// The other disks are done. Before, apply wrote it regardless.
+// A disk a probe is measuring (its lock held) is not written by apply: a
+// second scheduler switch at once on one queue can crash the kernel, and the
+// probe would put its originals back over apply's writes. The other disks
+// are done. The lock is the machine's, not the state directory's: an apply
+// with another --state-dir than the probe's (here its default) is excluded
+// too. Before, apply wrote it regardless; then, with the lock in
+// --state-dir, whenever the two state directories differed.
 func TestApplyLeavesADiskBeingProbed(t *testing.T) {
 	inRepoRoot(t)
 	tree := copyTree(t, "testdata/sysfs/cloud")
-	state := t.TempDir()
-	release, err := probe.Hold(state, "vda")
+	lockFile := filepath.Join(t.TempDir(), "disks.lock")
+	probing := disklock.New(lockFile) // the probe's process
+	defer probing.Close()
+	release, err := probing.Lock("vda")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _, code := runMain(t, cloudArgs(tree, "apply", "--state-dir", state, "vda", "nvme0n1")...)
+	out, _, code := runMain(t, cloudArgs(tree, "--lock-file", lockFile, "apply", "vda", "nvme0n1")...)
 	if code != 1 || !bytes.Contains(out, []byte("a probe is measuring this disk")) {
 		t.Errorf("exit %d, want 1 and the probe named:\n%s", code, out)
 	}
@@ -190,7 +195,7 @@ func TestApplyLeavesADiskBeingProbed(t *testing.T) {
 		t.Errorf("nvme0n1 nr_requests = %s, want 128 (the other disk was not applied)", got)
 	}
 	release()
-	if out, _, code := runMain(t, cloudArgs(tree, "apply", "--state-dir", state, "vda")...); code != 0 || queueFile(t, tree, "vda", "nr_requests") != "128" {
+	if out, _, code := runMain(t, cloudArgs(tree, "--lock-file", lockFile, "apply", "--state-dir", t.TempDir(), "vda")...); code != 0 || queueFile(t, tree, "vda", "nr_requests") != "128" {
 		t.Errorf("after the probe: exit %d, vda not applied:\n%s", code, out)
 	}
 }

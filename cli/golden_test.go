@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -85,6 +86,10 @@ func inRepoRoot(t *testing.T) {
 func runMain(t *testing.T, args ...string) (stdout, stderr []byte, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
+	if !slices.Contains(args, "--lock-file") {
+		// The disks' lock of the test's own, not the machine's.
+		args = append([]string{"--lock-file", filepath.Join(t.TempDir(), "disks.lock")}, args...)
+	}
 	code = Main(args, &out, &errb)
 	return out.Bytes(), errb.Bytes(), code
 }

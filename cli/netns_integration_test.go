@@ -40,6 +40,7 @@ func TestIntegrationUdevModeRefusedUnderUnshare(t *testing.T) {
 		cmd.Env = append(os.Environ(), "IOSCHED_CLI_CHILD_ARGS="+strings.Join([]string{
 			"--policy", policyPath, "--sysfs", sysfsRoot, "daemon", "--uevent-source", source,
 			"--runtime-dir", filepath.Join(dir, "run-"+source), "--state-dir", filepath.Join(dir, "state-"+source),
+			"--lock-file", filepath.Join(dir, "disks.lock"),
 		}, "\n"))
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

@@ -47,8 +47,11 @@ Safety: the node is opened O_RDONLY|O_DIRECT and the disk's write counters are
 reported; the scheduler and what a switch resets (nr_requests, iosched/*,
 wbt_lat_usec) are recorded in --state-dir before the first switch and put back
 at the end, on error, on SIGINT/SIGTERM (after SIGKILL: by the next probe or
-daemon start). One probe per disk at a time (the daemon and apply take the
-same lock for their writes). A busy disk is refused unless --force. The time
+daemon start, while the disk still shows what the probe left; values set since
+are not undone, and an unreadable record is moved aside and warned of). One
+probe per disk at a time, whatever the --state-dir: the lock is the machine's
+(/run/lock/iosched/disks.lock), which the daemon and apply take for their
+writes. A busy disk is refused unless --force. The time
 budget is printed before starting and kept within a second, also on a disk
 that stops answering: its restore, a switch that waits for the reads in
 flight, is then left to finish on its own, the disk locked until it does and
@@ -83,7 +86,9 @@ otherwise (a refusal says why).`,
 				return err
 			}
 			store := probe.OpenStore(stateDir, nil)
-			recovered, err := probe.RecoverInterrupted(stateDir, fs)
+			locks := e.locks()
+			defer locks.Close()
+			recovered, err := probe.RecoverInterrupted(stateDir, locks, fs)
 			if err != nil {
 				return err
 			}
@@ -100,7 +105,7 @@ otherwise (a refusal says why).`,
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			var procs gomaxprocs.Raiser
-			runner := &probe.Runner{FS: fs, DevDir: e.devDir, StateDir: stateDir, Store: store,
+			runner := &probe.Runner{FS: fs, DevDir: e.devDir, StateDir: stateDir, Locks: locks, Store: store,
 				Progress: func(s string) { fmt.Fprintln(e.stderr, s) }, Procs: procs.Raise}
 			reports := []*probe.Report{}
 			var failures []string
@@ -158,7 +163,7 @@ otherwise (a refusal says why).`,
 	f.BoolVar(&apply, "apply", false, "keep the winner instead of restoring the original scheduler")
 	f.BoolVar(&fresh, "fresh", false, "probe even when a result is remembered")
 	f.BoolVar(&force, "force", false, "probe a disk that others are using")
-	f.StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where probe results, locks and the originals being probed are kept (the daemon's)")
+	f.StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where probe results and the originals being probed are kept (the daemon's)")
 	f.StringVar(&export, "export", "", "write the remembered results to FILE (for [daemon] probe_results)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

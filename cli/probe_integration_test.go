@@ -148,7 +148,7 @@ func TestIntegrationProbeKilled(t *testing.T) {
 
 	child := exec.Command(os.Args[0])
 	child.Env = append(os.Environ(), "IOSCHED_CLI_CHILD_ARGS="+strings.Join(
-		[]string{"probe", l.Name, "--state-dir", state, "--fresh", "--duration", "2s", "--rounds", "3"}, "\n"))
+		[]string{"--lock-file", filepath.Join(t.TempDir(), "disks.lock"), "probe", l.Name, "--state-dir", state, "--fresh", "--duration", "2s", "--rounds", "3"}, "\n"))
 	var childErr bytes.Buffer
 	child.Stderr = &childErr
 	if err := child.Start(); err != nil {
@@ -198,7 +198,8 @@ func TestIntegrationProbeKilled(t *testing.T) {
 }
 
 // TestIntegrationProbeConcurrent: a second probe of a disk being probed is
-// refused with a clear error.
+// refused with a clear error, also when it was given another state
+// directory (the lock is the machine's).
 func TestIntegrationProbeConcurrent(t *testing.T) {
 	looptest.Require(t)
 	fs, _ := sysfs.NewFS("/sys")
@@ -206,9 +207,10 @@ func TestIntegrationProbeConcurrent(t *testing.T) {
 	l.Bind(t, 64<<20)
 	orig := kyberOrBFQ(t, fs, l.Name)
 	state := t.TempDir()
+	lockFile := filepath.Join(t.TempDir(), "disks.lock")
 	first := make(chan int)
 	go func() {
-		_, _, code := runMain(t, "probe", l.Name, "--state-dir", state, "--fresh", "--duration", "300ms", "--rounds", "1")
+		_, _, code := runMain(t, "--lock-file", lockFile, "probe", l.Name, "--state-dir", state, "--fresh", "--duration", "300ms", "--rounds", "1")
 		first <- code
 	}()
 	record := filepath.Join(state, "probe-"+l.Name+".originals.json")
@@ -218,7 +220,7 @@ func TestIntegrationProbeConcurrent(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	_, errb, code := runMain(t, "probe", l.Name, "--state-dir", state, "--fresh", "--duration", "30ms", "--rounds", "1")
+	_, errb, code := runMain(t, "--lock-file", lockFile, "probe", l.Name, "--state-dir", t.TempDir(), "--fresh", "--duration", "30ms", "--rounds", "1")
 	if code == 0 || !strings.Contains(string(errb), "another probe of "+l.Name+" is running") {
 		t.Errorf("second probe: exit %d\n%s", code, errb)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -24,14 +25,20 @@ type env struct {
 	// root is where udev rules and tuned profiles are read (--root).
 	root  string
 	flags *pflag.FlagSet // the global flags, to tell which were given
-	// stateDir is where the daemon remembers probe results and probes keep
-	// their locks: the --state-dir of plan, apply, explain and list.
+	// stateDir is where the daemon remembers probe results: the
+	// --state-dir of plan, apply, explain and list.
 	stateDir string
+	// lockFile is the machine's lock of disks' settings (--lock-file,
+	// hidden: one place per machine, which tests point elsewhere).
+	lockFile string
 	stdout   io.Writer
 	stderr   io.Writer
 }
 
 func (e *env) fs() (sysfs.FS, error) { return sysfs.NewFS(e.sysfsRoot) }
+
+// locks is the machine's lock of disks, as this command takes it.
+func (e *env) locks() *disklock.Locks { return disklock.New(e.lockFile) }
 
 // ExitError carries a process exit code; Msg, when set, is printed to stderr.
 type ExitError struct {
@@ -89,6 +96,10 @@ daemon that follows hot-plug uevents.`,
 	pf.StringVar(&e.devDir, "dev", "", "directory holding the block device nodes (default "+devnode.DefaultDir+" when --sysfs is "+sysfs.DefaultRoot+"; with another --sysfs, nodes are opened only in the --dev given)")
 	pf.StringVar(&e.root, "root", "/", "root of the tree whose udev rules and tuned profile may undo the policy (read with a --sysfs other than /sys only when given)")
 	e.flags = pf
+	pf.StringVar(&e.lockFile, "lock-file", disklock.DefaultPath, "the machine's lock of disks' settings, shared by the daemon, apply and probes (for tests)")
+	if err := pf.MarkHidden("lock-file"); err != nil {
+		panic(err) // the flag is defined just above
+	}
 	pf.StringVar(&e.policy, "policy", "", "policy file or directory of *.toml files (default /etc/iosched/policy.toml and /etc/iosched/policy.d/, else the embedded default)")
 
 	root.AddCommand(

@@ -16,6 +16,7 @@ import (
 
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/gomaxprocs"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/metrics"
@@ -55,6 +56,11 @@ type Config struct {
 	// process (the original values restore_on_exit puts back).
 	RuntimeDir string
 	StateDir   string
+	// LockFile is the machine's lock of disks' settings (default
+	// disklock.DefaultPath), which `iosched apply` and probes take too:
+	// not under StateDir, so that one started with another state
+	// directory is still excluded.
+	LockFile string
 	// RulesRoot is where the udev rules are read to name, in the log, the
 	// rule that overrode the policy (default "/").
 	RulesRoot string
@@ -114,6 +120,7 @@ type Daemon struct {
 	writes  atomic.Int64
 	passes  atomic.Int64 // passes run: what tests count instead of sleeping
 	orig    *originals
+	locks   *disklock.Locks
 	started time.Time
 	exe     string // this process's executable, for the state file
 	udev    bool   // listening to udevd: properties matter
@@ -227,6 +234,7 @@ func New(cfg Config) (*Daemon, error) {
 		loaded:    make(chan loadResult, 1),
 		burstOver: make(chan struct{}, 1),
 		metrics:   metrics.New(metrics.Options{Version: cfg.Version}),
+		locks:     disklock.New(cfg.LockFile),
 	}
 	d.probes.retry = cfg.probeRetry
 	d.probes.init(policy.DefaultProbeConcurrency)
@@ -258,6 +266,7 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 func (d *Daemon) Run(ctx context.Context) error {
 	signals, stopSignals := d.signals()
 	defer stopSignals()
+	defer d.locks.Close() // once the last disk's lock is let go
 	unlock, err := lockRuntimeDir(d.cfg.RuntimeDir)
 	if err != nil {
 		return err

@@ -20,7 +20,6 @@ import (
 	"github.com/iosched/iosched/internal/statefile"
 
 	"github.com/iosched/iosched/policy"
-	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -423,7 +422,7 @@ func TestRestoreOnExitSkipsDisksAProbeHolds(t *testing.T) {
 	if err := os.MkdirAll(r.stateDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	release, err := probe.Hold(r.stateDir, "loop20000")
+	release, err := r.otherProcessLocks(t).Lock("loop20000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +444,7 @@ func TestRestoreOnExitSkipsDisksAProbeHolds(t *testing.T) {
 	// writes, and let it go.
 	release()
 	for _, name := range []string{"loop20000", "loop20001"} {
-		if probe.Probing(r.stateDir, name) {
+		if r.otherProcessLocks(t).Held(name) {
 			t.Errorf("%s's lock is held after the stop", name)
 		}
 	}
@@ -615,11 +614,11 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	}
 	r.wantRemembered(t, "loop20000")
 	runtime.GC() // a lock kept only by a file nobody references would go here
-	if !probe.Probing(r.stateDir, "loop20000") {
+	if !r.otherProcessLocks(t).Held("loop20000") {
 		t.Error("loop20000's lock was let go while its restore write waits")
 	}
 	unblock() // the disk answers: the write returns, and the lock is let go
-	waitFor(t, 5*time.Second, "loop20000's lock to be let go", func() bool { return !probe.Probing(r.stateDir, "loop20000") })
+	waitFor(t, 5*time.Second, "loop20000's lock to be let go", func() bool { return !r.otherProcessLocks(t).Held("loop20000") })
 }
 
 // wantRemembered checks that the originals file keeps the original values

@@ -120,7 +120,7 @@ func TestIntegrationReadOnlyRuntimeDir(t *testing.T) {
 	policyPath := filepath.Join(dir, "policy.toml")
 	writeFile(t, policyPath, testPolicy(""))
 	d, err := New(Config{PolicyPath: policyPath, RuntimeDir: runtimeDir, StateDir: filepath.Join(dir, "state"),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal)})
+		LockFile: filepath.Join(dir, "disks.lock"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,7 +230,7 @@ func TestStopDuringTheStartScan(t *testing.T) {
 	writeFile(t, policyPath, testPolicy(""))
 	entered := make(chan struct{}, 300)
 	d, err := New(Config{PolicyPath: policyPath, FS: fs, StateDir: filepath.Join(dir, "state"), RuntimeDir: filepath.Join(dir, "run"),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal), Parallel: 8,
+		LockFile: filepath.Join(dir, "disks.lock"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal), Parallel: 8,
 		dial: (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial,
 		evaluate: func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
 			entered <- struct{}{}
@@ -270,7 +270,7 @@ func TestStopDuringTheStartScan(t *testing.T) {
 func TestSecondDaemonOnOneRuntimeDir(t *testing.T) {
 	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
 	second, err := New(Config{PolicyPath: r.policy, FS: r.d.fs, RuntimeDir: r.runtimeDir, StateDir: t.TempDir(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal),
+		LockFile: r.lockFile, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal),
 		dial: (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -89,6 +90,7 @@ type running struct {
 	policy     string
 	runtimeDir string
 	stateDir   string
+	lockFile   string
 }
 
 // start runs a daemon with policyText until the test ends, and returns
@@ -103,12 +105,14 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 		policy:     filepath.Join(dir, "policy.toml"),
 		runtimeDir: filepath.Join(dir, "run"),
 		stateDir:   filepath.Join(dir, "state"),
+		lockFile:   filepath.Join(dir, "lock", "disks.lock"),
 	}
 	writeFile(t, r.policy, policyText)
 	cfg := Config{
 		PolicyPath: r.policy,
 		RuntimeDir: r.runtimeDir,
 		StateDir:   r.stateDir,
+		LockFile:   r.lockFile,
 		Logger:     slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Signals:    r.signals,
 		// The tests that reload send SIGHUP after each edit; the ones
@@ -260,4 +264,13 @@ func waitConverged(t testing.TB, names []string, timeout time.Duration) time.Dur
 func requireLoops(t *testing.T) {
 	t.Helper()
 	looptest.Require(t)
+}
+
+// otherProcessLocks is the daemon's lock file as another process (a CLI
+// probe, apply) sees it: its own open file, whose locks the daemon's
+// exclude.
+func (r *running) otherProcessLocks(t testing.TB) *disklock.Locks {
+	l := disklock.New(r.lockFile)
+	t.Cleanup(l.Close)
+	return l
 }

@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 			PolicyPath: os.Getenv("IOSCHED_TEST_POLICY"),
 			RuntimeDir: os.Getenv("IOSCHED_TEST_RUNTIME_DIR"),
 			StateDir:   os.Getenv("IOSCHED_TEST_STATE_DIR"),
+			LockFile:   os.Getenv("IOSCHED_TEST_LOCK_FILE"),
 			Logger:     slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		})
 		if err == nil {
@@ -53,7 +54,7 @@ func startChild(t *testing.T, policyText string) *child {
 	c := &child{log: &logBuffer{}, runtimeDir: filepath.Join(dir, "run")}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	c.cmd.Env = append(os.Environ(), "IOSCHED_TEST_DAEMON=1", "IOSCHED_TEST_POLICY="+policy,
-		"IOSCHED_TEST_RUNTIME_DIR="+c.runtimeDir, "IOSCHED_TEST_STATE_DIR="+filepath.Join(dir, "state"))
+		"IOSCHED_TEST_RUNTIME_DIR="+c.runtimeDir, "IOSCHED_TEST_STATE_DIR="+filepath.Join(dir, "state"), "IOSCHED_TEST_LOCK_FILE="+filepath.Join(dir, "disks.lock"))
 	c.cmd.Stderr = c.log
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -219,8 +219,9 @@ func TestUdevModeRefusedInPrivateNetworkNamespace(t *testing.T) {
 	d, err := New(Config{
 		PolicyPath: policyPath, FS: fakeTree(t, "loop20000"), UeventSource: "udev",
 		RuntimeDir: filepath.Join(dir, "run"), StateDir: filepath.Join(dir, "state"),
-		Logger:  slog.New(slog.NewTextHandler(&log, nil)),
-		Signals: make(chan os.Signal), NoPolicyFollow: true,
+		LockFile: filepath.Join(dir, "disks.lock"),
+		Logger:   slog.New(slog.NewTextHandler(&log, nil)),
+		Signals:  make(chan os.Signal), NoPolicyFollow: true,
 		dial:         fd.dial,
 		privateNetNS: func() (bool, string) { return true, "test" },
 	})

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/atomicfile"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
-	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -390,9 +390,9 @@ func (d *Daemon) restore(writing []string) {
 			d.log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
 			return true
 		}
-		release, err := probe.Exclude(d.cfg.StateDir, p.Name)
+		release, err := d.locks.LockToWrite(p.Name)
 		switch {
-		case probe.IsBusy(err):
+		case disklock.IsBusy(err):
 			d.log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
 			return true
 		case err != nil:

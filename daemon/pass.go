@@ -10,10 +10,10 @@ import (
 
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
-	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 	"github.com/iosched/iosched/uevent"
 )
@@ -107,10 +107,10 @@ func (d *Daemon) pass(name string, j job) {
 		}
 		// Held until the writes are done, so no probe starts between
 		// this check and them.
-		release, err := probe.Exclude(d.cfg.StateDir, name)
+		release, err := d.locks.LockToWrite(name)
 		defer release()
 		switch {
-		case probe.IsBusy(err):
+		case disklock.IsBusy(err):
 			return // another process probes it (or writes its settings)
 		case err != nil:
 			d.log.Warn("not written this pass: the disk's lock cannot be taken", "device", name, "error", err)

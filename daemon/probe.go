@@ -169,7 +169,7 @@ func (p *probes) stop(timeout time.Duration) bool {
 // recoverProbes puts back the settings of probes a killed process left
 // half done, before the first pass reads the disks.
 func (d *Daemon) recoverProbes() {
-	recovered, err := probe.RecoverInterrupted(d.cfg.StateDir, d.fs)
+	recovered, err := probe.RecoverInterrupted(d.cfg.StateDir, d.locks, d.fs)
 	if err != nil {
 		d.log.Error("restoring the settings of interrupted probes", "error", err)
 	}
@@ -186,14 +186,14 @@ func (d *Daemon) recoverProbes() {
 }
 
 func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
-	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Store: probe.OpenStore(d.cfg.StateDir, pol.Daemon.ProbeResults),
+	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Locks: d.locks, Store: probe.OpenStore(d.cfg.StateDir, pol.Daemon.ProbeResults),
 		Procs: d.procs.Raise}
 }
 
 // probeHolds reports whether a probe (the daemon's, or another process's
 // holding the disk's lock) is switching the disk's scheduler.
 func (d *Daemon) probeHolds(name string) bool {
-	return d.probes.holds(name) || probe.Probing(d.cfg.StateDir, name)
+	return d.probes.holds(name) || d.locks.Held(name)
 }
 
 // withProbe returns ev with the disk's probe decision as its scheduler

@@ -12,7 +12,6 @@ import (
 
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/internal/statefile"
-	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -291,7 +290,7 @@ func TestIntegrationProbeDaemonStuckDisk(t *testing.T) {
 	gate.Set(false) // the disk answers again
 	waitFor(t, 10*time.Second, "kyber back on the disk", func() bool { return activeScheduler(t, name) == "kyber" })
 	waitFor(t, 10*time.Second, "the disk to be the passes' again", func() bool {
-		return !r.d.probes.holds(name) && !probe.Probing(state, name)
+		return !r.d.probes.holds(name) && !r.otherProcessLocks(t).Held(name)
 	})
 	if v, err := os.ReadFile("/sys/block/" + name + "/queue/nr_requests"); err != nil || strings.TrimSpace(string(v)) != "64" {
 		t.Errorf("nr_requests after the restore = %q (%v), want 64, as before the probe", v, err)

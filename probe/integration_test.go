@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/probe/probeopt"
 	"github.com/iosched/iosched/sysfs"
@@ -183,13 +184,14 @@ func TestIntegrationProbe(t *testing.T) {
 	l.Bind(t, 64<<20)
 	orig := startFrom(t, fs, l.Name)
 	state := t.TempDir()
+	locks := testLocks(t)
 
 	for _, engine := range []string{EngineIOUring, EnginePsync} {
 		t.Run(engine, func(t *testing.T) {
 			o := quick()
 			o.Engine = engine
 			start := time.Now()
-			rep, err := Run(context.Background(), Disk{FS: fs, StateDir: state, Name: l.Name}, o, func(s string) { t.Log(s) })
+			rep, err := Run(context.Background(), Disk{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, func(s string) { t.Log(s) })
 			took := time.Since(start)
 			if err != nil {
 				t.Fatal(err)
@@ -234,7 +236,7 @@ func TestIntegrationProbe(t *testing.T) {
 	t.Run("apply keeps the winner", func(t *testing.T) {
 		o := quick()
 		o.Apply = true
-		rep, err := Run(context.Background(), Disk{FS: fs, StateDir: state, Name: l.Name}, o, nil)
+		rep, err := Run(context.Background(), Disk{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +259,7 @@ func TestIntegrationProbe(t *testing.T) {
 		o.Duration = time.Second
 		time.AfterFunc(400*time.Millisecond, cancel)
 		start := time.Now()
-		rep, err := Run(ctx, Disk{FS: fs, StateDir: state, Name: l.Name}, o, nil)
+		rep, err := Run(ctx, Disk{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, nil)
 		if !errors.Is(err, ErrInterrupted) {
 			t.Fatalf("err = %v, want ErrInterrupted", err)
 		}
@@ -283,7 +285,7 @@ func TestIntegrationProbe(t *testing.T) {
 		if err := fs.WriteQueueAttr(l.Name, "scheduler", "none"); err != nil {
 			t.Fatal(err)
 		}
-		got, err := RecoverInterrupted(state, fs)
+		got, err := RecoverInterrupted(state, locks, fs)
 		if err != nil || len(got) != 1 || !got[0].Restored || got[0].Device != l.Name {
 			t.Fatalf("RecoverInterrupted = %+v, %v", got, err)
 		}
@@ -295,20 +297,14 @@ func TestIntegrationProbe(t *testing.T) {
 		if err := o.save(state); err != nil {
 			t.Fatal(err)
 		}
-		lk, err := takeLock(state, l.Name)
+		unlock, err := disklock.New(locks.Path()).Lock(l.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := RecoverInterrupted(state, fs); len(got) != 0 {
+		if got, _ := RecoverInterrupted(state, locks, fs); len(got) != 0 {
 			t.Errorf("recovered a running probe's record: %+v", got)
 		}
-		if !Probing(state, l.Name) {
-			t.Error("Probing is false while the lock is held")
-		}
-		lk.release()
-		if Probing(state, l.Name) {
-			t.Error("Probing is true after the lock was released")
-		}
+		unlock()
 		os.Remove(originalsPath(state, l.Name))
 	})
 }
@@ -323,8 +319,9 @@ func TestIntegrationRefusals(t *testing.T) {
 	small := looptest.Add(t, 7303)
 	small.Bind(t, 512<<10)
 	state := t.TempDir()
+	locks := testLocks(t)
 	run := func(name string, o Options, devDir string) error {
-		_, err := Run(context.Background(), Disk{FS: fs, DevDir: devDir, StateDir: state, Name: name}, o, nil)
+		_, err := Run(context.Background(), Disk{FS: fs, DevDir: devDir, StateDir: state, Locks: locks, Name: name}, o, nil)
 		return err
 	}
 	expect := func(t *testing.T, err error, words ...string) {
@@ -389,11 +386,11 @@ func TestIntegrationRefusals(t *testing.T) {
 		}
 	})
 	t.Run("second probe at once", func(t *testing.T) {
-		lk, err := takeLock(state, l.Name)
+		unlock, err := disklock.New(locks.Path()).Lock(l.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer lk.release()
+		defer unlock()
 		expect(t, run(l.Name, quick(), ""), "another probe", "running")
 	})
 	checkBack(t, fs, l.Name, orig)

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -19,10 +20,12 @@ import (
 type Disk struct {
 	FS     sysfs.FS
 	DevDir string // default devnode.DefaultDir
-	// StateDir holds the probe locks, the originals records and
-	// probes.json.
+	// StateDir holds the originals records and probes.json.
 	StateDir string
-	Name     string
+	// Locks is the machine's lock of disks (disklock.New("") when nil): the
+	// probe holds its disk's for its whole run.
+	Locks *disklock.Locks
+	Name  string
 }
 
 // Report is what a probe found and did; its JSON is `iosched probe --json`.
@@ -177,14 +180,18 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 		return nil, err
 	}
 
-	lk, err := takeLock(t.StateDir, name)
+	if t.Locks == nil {
+		t.Locks = disklock.New("")
+		defer t.Locks.Close() // once the disk's lock is let go
+	}
+	unlock, err := lockDisk(t.Locks, t.StateDir, name)
 	if err != nil {
 		return nil, err
 	}
 	lockHandedOff := false // to a restore still waiting for the disk
 	defer func() {
 		if !lockHandedOff {
-			lk.release()
+			unlock()
 		}
 	}()
 	if _, err := os.Stat(originalsPath(t.StateDir, name)); err == nil {
@@ -284,7 +291,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 				if <-done == nil {
 					os.Remove(originalsPath(t.StateDir, name))
 				}
-				lk.release()
+				unlock()
 				close(rep.restoreDone)
 			}()
 			if after, e := readStat(t.FS, name); e == nil { // the counters, not the queue

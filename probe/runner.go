@@ -7,17 +7,18 @@ import (
 	"slices"
 	"time"
 
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/sysfs"
 )
 
 // DefaultStateDir is the daemon's state directory, where probes keep their
-// results, locks and the originals of a probe in progress.
+// results and the originals of a probe in progress.
 const DefaultStateDir = "/var/lib/iosched"
 
 // Runner is what `iosched probe` and the daemon use: a remembered decision
 // when there is one, else a probe whose result is remembered.
 //
-// The daemon's use: at start, RecoverInterrupted(stateDir, fs); for a disk
+// The daemon's use: at start, RecoverInterrupted(stateDir, locks, fs); for a disk
 // a [rule.probe] matches (policy.Policy.ProbeFor), Lookup with
 // FromPolicy(rule) and the rule's MaxAge; without a decision, Probe it in
 // the background (at most [daemon] probe_concurrency at once, within
@@ -27,7 +28,9 @@ type Runner struct {
 	FS       sysfs.FS
 	DevDir   string
 	StateDir string
-	Store    *Store
+	// Locks is the machine's lock of disks (disklock.New("") when nil).
+	Locks *disklock.Locks
+	Store *Store
 	// Progress, when set, is told each step of a probe.
 	Progress func(string)
 	// Now is the clock (time.Now when nil).
@@ -118,7 +121,7 @@ func (r *Runner) Probe(ctx context.Context, name string, o Options, fresh bool, 
 	if n := procsFor(o); n > 0 && r.Procs != nil {
 		defer r.Procs(n)()
 	}
-	rep, err := Run(ctx, Disk{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Name: name}, o, r.Progress)
+	rep, err := Run(ctx, Disk{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Locks: r.Locks, Name: name}, o, r.Progress)
 	if err != nil {
 		return rep, err
 	}

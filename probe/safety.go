@@ -4,18 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/atomicfile"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -45,135 +43,22 @@ func refuse(dev, format string, a ...any) error {
 	return &Refusal{Device: dev, Reason: fmt.Sprintf(format, a...)}
 }
 
-// lock is the state directory's lock of one disk: one byte of the
-// directory's one lock file (locksFile), at an offset derived from the
-// disk's name, locked with an open file description lock (fcntl
-// F_OFD_SETLK). A probe killed with SIGKILL leaves it free; whether it is
-// held can be asked (F_OFD_GETLK) without taking it, where testing an
-// flock means taking it for a moment, which makes a probe starting at that
-// moment refuse its disk as busy. One file for every disk, never removed:
-// the daemon takes a disk's lock around every write, and a file a disk
-// would cost a create and a removal in one directory each time, which
-// slowed a burst of new disks down (contrib/bench/README.md, "The disks'
-// locks around the daemon's writes").
-type lock struct{ fd int }
-
-// locksFile is the state directory's lock file.
-const locksFile = "disks.lock"
-
-// diskByte is the disk's byte of the lock file, as a write lock: an
-// offset from a 62-bit hash of its name (two names of disks present at
-// once sharing one would make one wait for the other, no worse).
-func diskByte(name string) *unix.Flock_t {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: int64(h.Sum64() >> 2), Len: 1}
-}
-
-// Hold takes the disk's lock as a probe does, through an open lock file of
-// its own: what another process's probe holds, for tests of the daemon and
-// the CLI (writers take it with Exclude). A held lock is a Refusal with
-// Busy set. release gives it back.
-func Hold(stateDir, name string) (release func(), err error) {
-	l, err := takeLock(stateDir, name)
-	if err != nil {
-		return nil, err
+// lockDisk takes the disk's lock for a probe (or a recovery): a lock
+// someone holds is a Refusal with Busy set, naming the probe's process
+// when a probe's originals record in stateDir says it.
+func lockDisk(locks *disklock.Locks, stateDir, name string) (unlock func(), err error) {
+	unlock, err = locks.Lock(name)
+	if !disklock.IsBusy(err) {
+		return unlock, err
 	}
-	return l.release, nil
-}
-
-// Exclude is Hold for a writer of the disk's settings (the daemon's
-// passes and its restore at stop, `iosched apply`): while it holds the lock
-// no probe starts on the disk, so the writer's check and its writes are one
-// step (two scheduler switches at once on one queue can crash the kernel,
-// and a probe would put its originals back over the writes). A lock held
-// by a probe (or another writer) is a Refusal with Busy set (see IsBusy):
-// the writer must leave the disk alone for now. Where no lock can be made
-// at all (a state directory that is not one, is read-only, or is not ours
-// to write), no probe can take one either: release is then a no-op and err
-// nil, and the writer goes on. Any other failure (out of descriptors, say)
-// is returned: the writer leaves the disk for its next pass. release is
-// never nil.
-//
-// Writers of one process lock through one open lock file (see writers), so
-// a writer's lock costs two fcntl calls and no descriptor.
-func Exclude(stateDir, name string) (release func(), err error) {
-	writers.mu.Lock()
-	defer writers.mu.Unlock()
-	f, err := writers.file(stateDir)
-	switch {
-	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EROFS), errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EEXIST):
-		return func() {}, nil
-	case err != nil:
-		return func() {}, err
-	case f.held[name]:
-		// Locks of one open file do not exclude each other: this
-		// process's other writer of the disk must end first.
-		return func() {}, busy(stateDir, name)
-	}
-	if err := unix.FcntlFlock(uintptr(f.fd), unix.F_OFD_SETLK, diskByte(name)); err != nil {
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-			return func() {}, busy(stateDir, name)
-		}
-		return func() {}, fmt.Errorf("probe lock %s: %w", filepath.Join(stateDir, locksFile), err)
-	}
-	f.held[name] = true
-	released := false
-	return func() {
-		writers.mu.Lock()
-		defer writers.mu.Unlock()
-		if !released {
-			released = true
-			unlock := diskByte(name)
-			unlock.Type = unix.F_UNLCK
-			_ = unix.FcntlFlock(uintptr(f.fd), unix.F_OFD_SETLK, unlock)
-			delete(f.held, name)
-		}
-	}, nil
-}
-
-// writers are the lock files this process's writers lock through, each
-// open for the process's life: one descriptor a write would hold as many
-// at once as disks are written at once, and the process's descriptor
-// table, growing, waits for an RCU grace period each time it doubles. (The
-// daemon and apply each use one state directory; tests use many.)
-var writers = writerLocks{files: map[string]*writerFile{}}
-
-type writerLocks struct {
-	mu    sync.Mutex
-	files map[string]*writerFile // by state directory
-}
-
-type writerFile struct {
-	fd   int
-	held map[string]bool // disks a writer of this process holds
-}
-
-// file opens stateDir's lock file for writers, or returns the one open.
-func (w *writerLocks) file(stateDir string) (*writerFile, error) {
-	if f := w.files[stateDir]; f != nil {
-		return f, nil
-	}
-	fd, err := openLockFile(stateDir)
-	if err != nil {
-		return nil, err
-	}
-	f := &writerFile{fd: fd, held: map[string]bool{}}
-	w.files[stateDir] = f
-	return f, nil
-}
-
-// busy is the refusal for a disk whose lock is held, naming the probe's
-// process when a probe's originals record says it.
-func busy(stateDir, name string) error {
 	who := ""
 	var o Originals
 	if b, e := os.ReadFile(originalsPath(stateDir, name)); e == nil && json.Unmarshal(b, &o) == nil && o.PID > 0 {
 		who = fmt.Sprintf(" (pid %d)", o.PID)
 	}
-	err := refuse(name, "another probe of %s is running%s, or iosched is writing its settings: its lock in %s is held", name, who, filepath.Join(stateDir, locksFile))
-	err.(*Refusal).Busy = true
-	return err
+	ref := refuse(name, "another probe of %s is running%s, or iosched is writing its settings: its lock in %s is held", name, who, locks.Path())
+	ref.(*Refusal).Busy = true
+	return unlock, ref
 }
 
 // IsBusy reports whether err is a Refusal because others use or probe the
@@ -181,70 +66,6 @@ func busy(stateDir, name string) error {
 func IsBusy(err error) bool {
 	var r *Refusal
 	return errors.As(err, &r) && r.Busy
-}
-
-// takeLock takes the disk's lock through an open lock file of its own, or
-// says it is held.
-func takeLock(stateDir, name string) (*lock, error) {
-	fd, err := openLockFile(stateDir)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, diskByte(name)); err != nil {
-		unix.Close(fd)
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-			return nil, busy(stateDir, name)
-		}
-		return nil, fmt.Errorf("probe lock %s: %w", filepath.Join(stateDir, locksFile), err)
-	}
-	return &lock{fd: fd}, nil
-}
-
-// openLockFile opens stateDir's lock file, making both when missing.
-func openLockFile(stateDir string) (int, error) {
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return -1, fmt.Errorf("state directory: %w", err)
-	}
-	p := filepath.Join(stateDir, locksFile)
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		fd, err = unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
-	}
-	if err != nil {
-		return -1, fmt.Errorf("probe lock %s: %w", p, err)
-	}
-	return fd, nil
-}
-
-func (l *lock) release() {
-	if l != nil && l.fd >= 0 {
-		unix.Close(l.fd) // closing drops the lock
-		l.fd = -1
-	}
-}
-
-// lockFree reports whether nobody holds the disk's lock (a probe that
-// died does not).
-func lockFree(stateDir, name string) bool {
-	fd, err := unix.Open(filepath.Join(stateDir, locksFile), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		// No lock where none can be (a state directory that is a file,
-		// or missing): nobody probes through it.
-		return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)
-	}
-	defer unix.Close(fd)
-	lk := diskByte(name)
-	if unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, lk) != nil {
-		return false
-	}
-	return lk.Type == unix.F_UNLCK
-}
-
-// Probing reports whether a probe of the disk is running now (its lock in
-// stateDir is held): the daemon must not repair the scheduler it switches
-// as drift, nor start another.
-func Probing(stateDir, name string) bool {
-	return sysfs.ValidateName(name) == nil && !lockFree(stateDir, name)
 }
 
 // Originals are the values of the settings a probe changes, as they were
@@ -342,7 +163,7 @@ type Recovered struct {
 // does not count: the kernel's defaults are back after a boot), and clears
 // their records. A probe still running (its lock held) is left alone. The
 // daemon calls it at start; `iosched probe` before probing.
-func RecoverInterrupted(stateDir string, fs sysfs.FS) ([]Recovered, error) {
+func RecoverInterrupted(stateDir string, locks *disklock.Locks, fs sysfs.FS) ([]Recovered, error) {
 	paths, err := filepath.Glob(filepath.Join(stateDir, "probe-*.originals.json"))
 	if err != nil {
 		return nil, err
@@ -357,7 +178,7 @@ func RecoverInterrupted(stateDir string, fs sysfs.FS) ([]Recovered, error) {
 		// Recovery holds the disk's lock: a probe starting meanwhile
 		// would otherwise have its scheduler written and its record
 		// removed under it.
-		lk, err := takeLock(stateDir, name)
+		unlock, err := lockDisk(locks, stateDir, name)
 		if err != nil {
 			var ref *Refusal
 			if errors.As(err, &ref) && ref.Busy {
@@ -367,7 +188,7 @@ func RecoverInterrupted(stateDir string, fs sysfs.FS) ([]Recovered, error) {
 			continue
 		}
 		r := recoverOne(stateDir, fs, name)
-		lk.release()
+		unlock()
 		out = append(out, r)
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/probe/probeopt"
 	"github.com/iosched/iosched/sysfs"
@@ -28,8 +29,9 @@ func TestIntegrationStuckDisk(t *testing.T) {
 	l, g := looptest.AddGated(t, 7304, 64<<20)
 	orig := startFrom(t, live, l.Name)
 	state := t.TempDir()
+	locks := testLocks(t)
 
-	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Name: l.Name}, func(s string) {
+	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Locks: locks, Name: l.Name}, func(s string) {
 		if len(s) > 5 && s[:5] == "round" {
 			g.Set(true) // the first candidate is measured: the disk stops answering
 		}
@@ -40,7 +42,7 @@ func TestIntegrationStuckDisk(t *testing.T) {
 	if g.Waiting() == 0 {
 		t.Error("no read is waiting at the gate: the disk never stopped answering")
 	}
-	if lockFree(state, l.Name) {
+	if !locks.Held(l.Name) {
 		t.Error("the disk's lock was released while its restore still waits")
 	}
 	if _, err := os.Stat(originalsPath(state, l.Name)); err != nil {
@@ -53,7 +55,7 @@ func TestIntegrationStuckDisk(t *testing.T) {
 	if rep.RestoreDone() == nil {
 		t.Fatal("RestoreDone is nil with the restore pending")
 	}
-	afterTheDiskAnswers(t, g, live, state, l.Name, orig, rep)
+	afterTheDiskAnswers(t, g, live, state, locks, l.Name, orig, rep)
 }
 
 // TestIntegrationStuckBeforeTheProbe: with --force, a disk whose queue
@@ -70,6 +72,7 @@ func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
 	l, g := looptest.AddGated(t, 7305, 64<<20)
 	orig := startFrom(t, live, l.Name)
 	state := t.TempDir()
+	locks := testLocks(t)
 
 	g.Set(true)
 	fd, err := unix.Open("/dev/"+l.Name, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
@@ -85,14 +88,14 @@ func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
 	go func() { _, err := unix.Pread(fd, mem, 0); read <- err }() // another's read, held at the gate
 	waitUntil(t, "the other read at the gate", func() bool { return g.Waiting() > 0 })
 
-	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Name: l.Name}, nil)
+	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Locks: locks, Name: l.Name}, nil)
 	if !errors.Is(err, ErrStuck) || !errors.Is(err, ErrRestorePending) {
 		t.Fatalf("err = %v, want the switch given up on and the restore pending", err)
 	}
-	if lockFree(state, l.Name) {
+	if !locks.Held(l.Name) {
 		t.Error("the disk's lock was let go while its switch and restore wait")
 	}
-	afterTheDiskAnswers(t, g, live, state, l.Name, orig, rep)
+	afterTheDiskAnswers(t, g, live, state, locks, l.Name, orig, rep)
 	if err := <-read; err != nil {
 		t.Errorf("the other read: %v", err)
 	}
@@ -139,7 +142,7 @@ func probeStuck(t *testing.T, g *looptest.Gate, target Disk, progress func(strin
 // afterTheDiskAnswers opens the gate and waits for the probe's pending
 // restore: then the originals must be back, the lock free and the record
 // gone.
-func afterTheDiskAnswers(t *testing.T, g *looptest.Gate, live sysfs.FS, state, name string, orig map[string]string, rep *Report) {
+func afterTheDiskAnswers(t *testing.T, g *looptest.Gate, live sysfs.FS, state string, locks *disklock.Locks, name string, orig map[string]string, rep *Report) {
 	t.Helper()
 	g.Set(false) // the disk answers again
 	select {
@@ -148,7 +151,7 @@ func afterTheDiskAnswers(t *testing.T, g *looptest.Gate, live sysfs.FS, state, n
 		t.Fatal("the restore had not ended 10 s after the disk answered again")
 	}
 	checkBack(t, live, name, orig)
-	if !lockFree(state, name) {
+	if locks.Held(name) {
 		t.Error("the lock is held after the restore ended")
 	}
 	if _, err := os.Stat(originalsPath(state, name)); !errors.Is(err, os.ErrNotExist) {

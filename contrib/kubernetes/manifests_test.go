@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/policy"
 )
 
@@ -323,7 +324,8 @@ func TestManifestsLeastPrivilege(t *testing.T) {
 
 	// Mounts: every host path is named here with why; the host's /sys is
 	// where --sysfs points, writable; the state and runtime directories
-	// are where the daemon's flags point; the policy is the ConfigMap.
+	// are where the daemon's flags point, the disks' lock where it is on the
+	// host; the policy is the ConfigMap.
 	volumes := map[string]volume{}
 	for _, v := range pod.Volumes {
 		volumes[v.Name] = v
@@ -340,7 +342,8 @@ func TestManifestsLeastPrivilege(t *testing.T) {
 	if _, ok := flagValue(c.Args, "dev"); ok {
 		t.Error("--dev: an unprivileged container cannot open block devices; no /dev is mounted")
 	}
-	allowedHostPaths := map[string]string{"/sys": sysfsDir, "/var/lib/iosched": stateDir}
+	lockDir := filepath.Dir(disklock.DefaultPath) // the daemon's, and the host's CLI's
+	allowedHostPaths := map[string]string{"/sys": sysfsDir, "/var/lib/iosched": stateDir, lockDir: lockDir}
 	mounted := map[string]bool{}
 	for _, vm := range c.VolumeMounts {
 		v, ok := volumes[vm.Name]
