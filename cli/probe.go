@@ -98,6 +98,8 @@ otherwise (a refusal says why).`,
 					fmt.Fprintf(e.stderr, "iosched: %s: restoring the settings an interrupted probe left: %s\n", printable(r.Device), printable(r.Err.Error()))
 				case r.Restored:
 					fmt.Fprintf(e.stderr, "%s: restored the settings an interrupted probe left\n", printable(r.Device))
+				case r.Aside != "":
+					fmt.Fprintf(e.stderr, "iosched: warning: %s: an interrupted probe's record: %s\n", printable(r.Device), printable(r.Note))
 				default:
 					fmt.Fprintf(e.stderr, "%s: dropped an interrupted probe's record: %s\n", printable(r.Device), printable(r.Note))
 				}

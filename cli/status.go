@@ -26,7 +26,8 @@ func newStatusCmd(e *env) *cobra.Command {
 		Long: `iosched status prints the running daemon's state: its policy and the last
 reload's result, the last scan, change and error, a failure to save the
 original values restore_on_exit needs, the disks whose original values are
-unknown (their record was unreadable), warnings (uevent_source = "udev" with no
+unknown (their record was unreadable), the records of original values (the
+daemon's, a probe's) found unreadable and moved aside, warnings (uevent_source = "udev" with no
 udevd running), whether the daemon follows its policy files, the time from a
 disk's uevent to its settings applied over the last burst (disks applied less
 than a second apart: p50, p99, max), the metrics file and its last write's
@@ -122,6 +123,9 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 	}
 	if len(st.OriginalsUnknown) > 0 {
 		fmt.Fprintf(w, "original values unknown (restore on exit cannot put them back): %s\n", strings.Join(st.OriginalsUnknown, ", "))
+	}
+	if len(st.OriginalsAside) > 0 {
+		fmt.Fprintf(w, "original values records unreadable, moved aside (nothing was restored from them; check those disks by hand): %s\n", strings.Join(st.OriginalsAside, ", "))
 	}
 	for _, warning := range st.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warning)

@@ -118,8 +118,9 @@ func TestStatusShowsTheDaemon(t *testing.T) {
 }
 
 // What keeps the daemon from doing all its job shows: a failure to save the
-// original values, disks whose originals are unknown, warnings, refused
-// writes. Before, a failed save left "last error: none".
+// original values, disks whose originals are unknown, records moved aside
+// as unreadable, warnings, refused writes. Before, a failed save left "last
+// error: none", and an unreadable probe record was deleted unseen.
 func TestStatusShowsFaults(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
@@ -127,6 +128,7 @@ func TestStatusShowsFaults(t *testing.T) {
 		PID: os.Getpid(), ProcStart: statefile.StartTime(os.Getpid()), Exe: statefile.Exe(os.Getpid()), Started: at,
 		PersistenceError: &statefile.Problem{At: at, Message: "saving the original values: read-only file system"},
 		OriginalsUnknown: []string{"loop20001"},
+		OriginalsAside:   []string{"/var/lib/iosched/probe-vda.originals.json.unreadable-20250301T120000.000000000Z"},
 		Warnings:         []string{"uevent_source is udev, but no udevd runs"},
 		Disks: map[string]*statefile.DiskState{
 			"loop20000": {Class: "loop", Rules: []string{"loops"}, Refused: []statefile.Refusal{
@@ -141,6 +143,7 @@ func TestStatusShowsFaults(t *testing.T) {
 	for _, want := range []string{
 		"saving state: FAILING since 2025-03-01 12:00:00: saving the original values: read-only file system",
 		"original values unknown (restore on exit cannot put them back): loop20001",
+		"original values records unreadable, moved aside (nothing was restored from them; check those disks by hand): /var/lib/iosched/probe-vda.originals.json.unreadable-20250301T120000.000000000Z",
 		"warning: uevent_source is udev, but no udevd runs",
 		"loop20000: nr_requests=100000 refused since 2025-03-01 12:00:00 (write: invalid argument); next try 2025-03-01 12:01:00",
 	} {

@@ -119,7 +119,7 @@ type Daemon struct {
 	policy  atomic.Pointer[policy.Policy]
 	writes  atomic.Int64
 	passes  atomic.Int64 // passes run: what tests count instead of sleeping
-	orig    *originals
+	orig    *restoreRecord
 	locks   *disklock.Locks
 	started time.Time
 	exe     string // this process's executable, for the state file

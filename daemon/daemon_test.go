@@ -18,6 +18,7 @@ import (
 
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/originals"
 
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
@@ -309,7 +310,7 @@ func TestRestoreOnExit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no originals file after the first change: %v", err)
 	}
-	var f originalsFile
+	var f originals.File
 	if err := json.Unmarshal(saved, &f); err != nil {
 		t.Fatal(err)
 	}
@@ -629,7 +630,7 @@ func (r *running) wantRemembered(t *testing.T, disks ...string) {
 	if err != nil {
 		t.Fatalf("originals file: %v", err)
 	}
-	var f originalsFile
+	var f originals.File
 	if err := json.Unmarshal(saved, &f); err != nil {
 		t.Fatal(err)
 	}

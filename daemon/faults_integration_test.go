@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/originals"
 )
 
 // Faults on real loop devices (loops 23000-23099). Each test says what the
@@ -36,7 +37,7 @@ func TestIntegrationForgedRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f originalsFile
+	var f originals.File
 	if err := json.Unmarshal(b, &f); err != nil || f.Disks[name] == nil {
 		t.Fatalf("originals file %s: %v", b, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -77,9 +78,9 @@ func TestStaleRemoveUeventKeepsTheNewDisk(t *testing.T) {
 }
 
 // originalsFor writes an originals file for this boot holding disks.
-func originalsJSON(t *testing.T, disks map[string]*diskOriginals) string {
+func originalsJSON(t *testing.T, disks map[string]*originals.Record) string {
 	t.Helper()
-	b, err := json.Marshal(originalsFile{BootID: bootID(), Disks: disks})
+	b, err := json.Marshal(originals.File{BootID: originals.BootID(), Disks: disks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestUnreadableOriginals(t *testing.T) {
 			writeFile(t, filepath.Join(fs.Root(), "block/loop20001/queue/nr_requests"), "64\n")
 			stateDir := t.TempDir()
 			path := filepath.Join(stateDir, "originals.json")
-			writeFile(t, path+".prev", originalsJSON(t, map[string]*diskOriginals{
+			writeFile(t, path+".prev", originalsJSON(t, map[string]*originals.Record{
 				"loop20000": {DiskSeq: "100", Values: map[string]string{"scheduler": "none", "nr_requests": "128"}},
 			}))
 			// loop20000 is on the policy's values too, its originals in
@@ -154,7 +155,7 @@ func TestUnreadableOriginals(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the record of the unknown originals is gone: %v", err)
 			}
-			var f originalsFile
+			var f originals.File
 			if err := json.Unmarshal(b, &f); err != nil || f.Disks["loop20001"] == nil || len(f.Disks["loop20001"].Unknown) != 2 {
 				t.Errorf("originals file after stop = %s (%v)", b, err)
 			}
@@ -359,7 +360,7 @@ func TestReloadAnswersItsRequests(t *testing.T) {
 // (before, the missing one's ENOENT made the failure count as done).
 func TestOriginalsRemovalFailureReported(t *testing.T) {
 	dir := t.TempDir()
-	o := &originals{path: filepath.Join(dir, "originals.json"), prev: filepath.Join(dir, "originals.json.prev")}
+	o := &restoreRecord{path: filepath.Join(dir, "originals.json"), prev: filepath.Join(dir, "originals.json.prev")}
 	// A non-empty directory where the file is: its removal fails.
 	if err := os.MkdirAll(filepath.Join(o.path, "x"), 0o755); err != nil {
 		t.Fatal(err)
@@ -373,4 +374,108 @@ func TestOriginalsRemovalFailureReported(t *testing.T) {
 	if err := o.write(nil, true); err != nil {
 		t.Errorf("both files missing: %v", err)
 	}
+}
+
+// A daemon killed after writing its policy leaves its originals file; an
+// admin then sets the disk otherwise. The next daemon replays the record
+// only while the disk still shows what the killed one wrote: here kyber
+// and nr_requests 77 are the admin's, so the record is dropped (logged),
+// they become the originals, and the stop puts them back, not the killed
+// daemon's none and 128. A disk that still shows what was written keeps
+// its record. (Before, the stop "restored" none and 128 over the admin.)
+func TestStaleOriginalsDropped(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		scheduler, nr    string // what the disk shows when the daemon starts
+		wantSched, wantN string // after the stop
+		dropped          bool
+	}{
+		{"set otherwise since", "none mq-deadline [kyber]\n", "77\n", "kyber", "77", true},
+		{"as the daemon left it", "none [mq-deadline] kyber\n", "64\n", "none", "128", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := fakeTree(t, "loop20000")
+			writeFile(t, filepath.Join(fs.Root(), "block/loop20000/queue/scheduler"), tt.scheduler)
+			writeFile(t, filepath.Join(fs.Root(), "block/loop20000/queue/nr_requests"), tt.nr)
+			stateDir := t.TempDir()
+			writeFile(t, filepath.Join(stateDir, "originals.json"), originalsJSON(t, map[string]*originals.Record{
+				"loop20000": {DiskSeq: "100", Values: map[string]string{"scheduler": "none", "nr_requests": "128"},
+					Left: []map[string]string{{"scheduler": "mq-deadline", "nr_requests": "64"}}},
+			}))
+			r := start(t, testPolicy(restorePolicy), func(cfg *Config) {
+				cfg.FS = fs
+				cfg.StateDir = stateDir
+				cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+			})
+			r.waitAttr(t, "loop20000", "nr_requests", "64")
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != tt.wantSched || n != tt.wantN {
+				t.Errorf("after the stop: scheduler %s nr_requests %s, want %s %s", s, n, tt.wantSched, tt.wantN)
+			}
+			logged := len(r.log.lines("level=WARN", "original values dropped", "device=loop20000", "no longer shows what iosched left"))
+			if tt.dropped != (logged == 1) {
+				t.Errorf("dropped record logged %d times, want dropped=%v:\n%s", logged, tt.dropped, r.log)
+			}
+		})
+	}
+}
+
+// A probe record left by a process that ended before its restore (SIGTERM
+// during a probe of a disk that stopped answering) is replayed at the
+// daemon's start only while the disk shows what the probe left; an admin's
+// values since are not undone, and the log says why the record was dropped.
+func TestStaleProbeRecordAtStart(t *testing.T) {
+	fs := fakeTree(t, "loop20000")
+	writeFile(t, filepath.Join(fs.Root(), "block/loop20000/queue/scheduler"), "none [mq-deadline] kyber\n")
+	writeFile(t, filepath.Join(fs.Root(), "block/loop20000/queue/nr_requests"), "77\n")
+	stateDir := t.TempDir()
+	rec := originals.File{BootID: originals.BootID(), PID: 1, Disks: map[string]*originals.Record{
+		"loop20000": {DiskSeq: "100", Values: map[string]string{"scheduler": "none", "nr_requests": "128"},
+			Left: []map[string]string{{"scheduler": "kyber", "nr_requests": "32"}}},
+	}}
+	if err := rec.Write(filepath.Join(stateDir, "probe-loop20000.originals.json"), false); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, "", func(cfg *Config) {
+		cfg.FS = fs
+		cfg.StateDir = stateDir
+		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+	})
+	if len(r.log.lines("an interrupted probe's record dropped", "device=loop20000", "no longer shows what iosched left")) != 1 {
+		t.Errorf("the stale record's drop was not logged:\n%s", r.log)
+	}
+	if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != "mq-deadline" || n != "77" {
+		t.Errorf("scheduler %s nr_requests %s, want the admin's mq-deadline 77", s, n)
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, "probe-loop20000.originals.json")); !os.IsNotExist(err) {
+		t.Errorf("stale record kept: %v", err)
+	}
+}
+
+// A probe record found unreadable at the daemon's start is moved aside,
+// not deleted: the log warns, and the state (what `status` shows) lists
+// it for as long as it is there. (Before, it was deleted, and nothing said
+// that settings may have been left unrestored.)
+func TestUnreadableProbeRecordAtStart(t *testing.T) {
+	fs := fakeTree(t, "loop20000")
+	stateDir := t.TempDir()
+	writeFile(t, filepath.Join(stateDir, "probe-loop20000.originals.json"), `{"boot_id": `)
+	r := start(t, "", func(cfg *Config) {
+		cfg.FS = fs
+		cfg.StateDir = stateDir
+		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+		cfg.stateDebounce = 10 * time.Millisecond
+	})
+	aside, _ := filepath.Glob(filepath.Join(stateDir, "probe-loop20000.originals.json.unreadable-*"))
+	if len(aside) != 1 {
+		t.Fatalf("the unreadable record was not moved aside: %v", aside)
+	}
+	if len(r.log.lines("level=WARN", "device=loop20000", "moved aside", "check the disk's settings by hand")) != 1 {
+		t.Errorf("the record moved aside was not warned of:\n%s", r.log)
+	}
+	waitFor(t, 5*time.Second, "the state to list the record moved aside", func() bool {
+		return slices.Equal(r.state(t).OriginalsAside, aside)
+	})
 }

@@ -20,18 +20,23 @@ import (
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/atomicfile"
+	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
 )
 
-// originals remembers, per disk, the value each attribute had before the
-// daemon first changed it, in StateDir/originals.json, so restore_on_exit
-// can put them back even after a crash and restart. The file is written
-// before the change it protects, and the generation it replaces is kept
-// beside it (originals.json.prev). Disks are told apart by their diskseq
-// (unique per disk since boot) and the file by the boot id: after a reboot
-// every disk has its kernel defaults again, and the file means nothing.
+// restoreRecord remembers, per disk, the value each attribute had before the
+// daemon first changed it, in StateDir/originals.json (an originals.File),
+// so restore_on_exit can put them back even after a crash and restart. The
+// file is written before the change it protects, and the generation it
+// replaces is kept beside it (originals.json.prev). Disks are told apart by
+// their diskseq (unique per disk since boot) and the file by the boot id:
+// after a reboot every disk has its kernel defaults again, and the file
+// means nothing. Each record also keeps the values the daemon wrote
+// (Record.Left): a record whose disk shows other values since (an admin's,
+// after a crash) is dropped, at start and at the restore, never replayed
+// over them.
 //
 // A record that cannot be read is never written over: it is moved aside
 // (originals.json.unreadable-TIME) and the previous generation read instead.
@@ -39,7 +44,7 @@ import (
 // show may be the policy's own, set by the daemon that wrote the lost
 // record. Their first pass marks the attributes already at the policy's
 // value unknown, which restore_on_exit reports instead of "restoring".
-type originals struct {
+type restoreRecord struct {
 	path, prev string
 	fs         sysfs.FS
 	bootID     string
@@ -49,7 +54,7 @@ type originals struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	disks   map[string]*diskOriginals
+	disks   map[string]*originals.Record
 	gen     uint64 // bumped by every change to disks
 	saved   uint64 // the gen last written
 	saving  bool
@@ -57,42 +62,29 @@ type originals struct {
 	nsus    atomic.Int32      // len(suspect), read without the lock
 }
 
-type diskOriginals struct {
-	DiskSeq string            `json:"diskseq,omitempty"`
-	Values  map[string]string `json:"values"`
-	// Unknown are attributes whose original value was lost with an
-	// unreadable record.
-	Unknown []string `json:"unknown,omitempty"`
-}
-
-type originalsFile struct {
-	BootID string                    `json:"boot_id"`
-	Disks  map[string]*diskOriginals `json:"disks"`
-}
-
 // loadOriginals reads the originals file in dir. It returns an error, with
 // originals that remember nothing and never write, when the file cannot be
 // read nor moved aside.
-func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error) {
+func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*restoreRecord, error) {
 	path := filepath.Join(dir, "originals.json")
-	o := &originals{path: path, prev: path + ".prev", fs: fs, bootID: bootID(), disks: map[string]*diskOriginals{}}
+	o := &restoreRecord{path: path, prev: path + ".prev", fs: fs, bootID: originals.BootID(), disks: map[string]*originals.Record{}}
 	o.cond = sync.NewCond(&o.mu)
-	f, err := readOriginals(o.path)
+	f, err := originals.Read(o.path)
 	switch {
 	case err == nil:
-		o.adopt(f)
+		o.adopt(f, log)
 		return o, nil
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		return o, nil // none yet (ENOTDIR: nor a directory to hold one)
 	}
-	aside := fmt.Sprintf("%s.unreadable-%s", o.path, time.Now().UTC().Format("20060102T150405.000000000Z"))
-	if rerr := os.Rename(o.path, aside); rerr != nil {
+	aside, rerr := originals.MoveAside(o.path)
+	if rerr != nil {
 		o.frozen = fmt.Errorf("original values file %s is unreadable (%w) and could not be moved aside (%w)", o.path, err, rerr)
 		return o, o.frozen
 	}
 	log.Error("original values file unreadable; moved aside", "file", o.path, "moved_to", aside, "error", err)
-	if prev, perr := readOriginals(o.prev); perr == nil {
-		o.adopt(prev)
+	if prev, perr := originals.Read(o.prev); perr == nil {
+		o.adopt(prev, log)
 		log.Warn("original values read from the previous generation", "file", o.prev, "disks", len(o.disks))
 	}
 	names, err := fs.Disks()
@@ -109,28 +101,23 @@ func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*originals, error
 	return o, nil
 }
 
-// readOriginals reads and decodes one generation of the file.
-func readOriginals(path string) (*originalsFile, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var f originalsFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &f, nil
-}
-
-// adopt takes what f remembers of this boot's disks still present.
-func (o *originals) adopt(f *originalsFile) {
+// adopt takes what f remembers of this boot's disks still present that
+// still show what the daemon left: a disk set otherwise since (the daemon
+// was killed, then an admin changed it) has the admin's values now, which
+// are its originals for this daemon.
+func (o *restoreRecord) adopt(f *originals.File, log *slog.Logger) {
 	if f.BootID != o.bootID {
 		return // another boot's disks
 	}
 	for name, do := range f.Disks {
-		if do != nil && do.Values != nil && sysfs.ValidateName(name) == nil && o.fs.DiskSeq(name) == do.DiskSeq {
-			o.disks[name] = do
+		if o.fs.DiskSeq(name) != do.DiskSeq {
+			continue
 		}
+		if err := do.CheckDisk(o.fs, name); err != nil {
+			log.Warn("original values dropped: the disk was set otherwise since they were recorded; restore_on_exit will not undo that", "device", name, "error", err)
+			continue
+		}
+		o.disks[name] = do
 	}
 }
 
@@ -140,10 +127,13 @@ func (o *originals) adopt(f *originalsFile) {
 // returns once they are on disk. Concurrent callers share one write (the
 // file is rewritten whole, and 1000 disks appearing at once must not mean
 // 1000 rewrites one after another).
-func (o *originals) remember(dev *sysfs.Device, changes []plan.Change) error {
+func (o *restoreRecord) remember(dev *sysfs.Device, changes []plan.Change) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	do := o.entry(dev.Name)
+	if len(do.Left) != 1 {
+		do.Left = []map[string]string{{}} // one state: the daemon's writes
+	}
 	for _, c := range changes {
 		// A parameter of a scheduler the disk does not run yet has no
 		// original: switching the scheduler back restores the old one's.
@@ -153,20 +143,24 @@ func (o *originals) remember(dev *sysfs.Device, changes []plan.Change) error {
 				o.gen++
 			}
 		}
+		if do.Left[0][c.Attribute] != c.To {
+			do.Left[0][c.Attribute] = c.To
+			o.gen++
+		}
 	}
 	return o.saveLocked()
 }
 
 // entry is the record of the disk now under name, a new one when it has
 // none or the one it has is another disk's. Called with o.mu held.
-func (o *originals) entry(name string) *diskOriginals {
+func (o *restoreRecord) entry(name string) *originals.Record {
 	do := o.disks[name]
 	seq := ""
 	if do == nil || do.DiskSeq != "" {
 		seq = o.fs.DiskSeq(name)
 	}
 	if do == nil || do.DiskSeq != seq {
-		do = &diskOriginals{DiskSeq: seq, Values: map[string]string{}}
+		do = &originals.Record{DiskSeq: seq, Values: map[string]string{}}
 		o.disks[name] = do
 		o.gen++
 	}
@@ -175,7 +169,7 @@ func (o *originals) entry(name string) *diskOriginals {
 
 // saveLocked returns once the file holds every change made so far, sharing
 // one write among concurrent callers. Called with o.mu held.
-func (o *originals) saveLocked() error {
+func (o *restoreRecord) saveLocked() error {
 	want := o.gen
 	for o.saved < want {
 		if o.saving {
@@ -183,7 +177,7 @@ func (o *originals) saveLocked() error {
 			continue
 		}
 		o.saving = true
-		b, err := json.Marshal(originalsFile{BootID: o.bootID, Disks: o.disks})
+		b, err := json.Marshal(originals.File{BootID: o.bootID, Disks: o.disks})
 		gen, empty := o.gen, len(o.disks) == 0
 		o.mu.Unlock()
 		if err == nil {
@@ -203,7 +197,7 @@ func (o *originals) saveLocked() error {
 }
 
 // save writes the file once every change made so far is in it.
-func (o *originals) save() error {
+func (o *restoreRecord) save() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.saveLocked()
@@ -211,7 +205,7 @@ func (o *originals) save() error {
 
 // forget drops a disk that went away: its successor under the same name
 // starts with its own defaults.
-func (o *originals) forget(name string) {
+func (o *restoreRecord) forget(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.disks[name]; ok {
@@ -222,14 +216,14 @@ func (o *originals) forget(name string) {
 
 // restored forgets the values of a disk put back; the attributes whose
 // value is unknown stay recorded, so the next daemon still reports them.
-func (o *originals) restored(name string) {
+func (o *restoreRecord) restored(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	do, ok := o.disks[name]
 	switch {
 	case !ok:
 	case len(do.Unknown) > 0:
-		do.Values = map[string]string{}
+		do.Values, do.Left = map[string]string{}, nil
 		o.gen++
 	default:
 		delete(o.disks, name)
@@ -239,7 +233,7 @@ func (o *originals) restored(name string) {
 
 // write replaces the file with b, keeping the generation it replaces, or
 // removes both when nothing is remembered.
-func (o *originals) write(b []byte, empty bool) error {
+func (o *restoreRecord) write(b []byte, empty bool) error {
 	if o.frozen != nil {
 		return o.frozen
 	}
@@ -264,12 +258,12 @@ func (o *originals) write(b []byte, empty bool) error {
 }
 
 // suspects reports whether some disks may still have unknown originals.
-func (o *originals) suspects() bool { return o != nil && o.nsus.Load() > 0 }
+func (o *restoreRecord) suspects() bool { return o != nil && o.nsus.Load() > 0 }
 
 // markUnknown settles a suspect disk on its first pass: the attributes the
 // policy sets that are already at its value (p changes nothing on them)
 // have an unknown original. The record is saved at once.
-func (o *originals) markUnknown(dev *sysfs.Device, ev policy.Evaluation, p plan.Device, log *slog.Logger) error {
+func (o *restoreRecord) markUnknown(dev *sysfs.Device, ev policy.Evaluation, p plan.Device, log *slog.Logger) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	seq, ok := o.suspect[dev.Name]
@@ -311,7 +305,7 @@ func (o *originals) markUnknown(dev *sysfs.Device, ev policy.Evaluation, p plan.
 }
 
 // unknown lists, by disk, the attributes whose original value is unknown.
-func (o *originals) unknown() map[string][]string {
+func (o *restoreRecord) unknown() map[string][]string {
 	if o == nil {
 		return nil
 	}
@@ -330,7 +324,7 @@ func (o *originals) unknown() map[string][]string {
 }
 
 // unknownDisks lists the disks with an unknown original value, sorted.
-func (o *originals) unknownDisks() []string {
+func (o *restoreRecord) unknownDisks() []string {
 	var names []string
 	for name := range o.unknown() {
 		names = append(names, name)
@@ -339,13 +333,21 @@ func (o *originals) unknownDisks() []string {
 	return names
 }
 
-// plans are the changes that put every remembered value back, in write order.
-func (o *originals) plans() []plan.Device {
+// plans are the changes that put every remembered value back, in write
+// order. A disk that no longer shows what the daemon left is dropped (and
+// logged): its values are someone else's now.
+func (o *restoreRecord) plans(log *slog.Logger) []plan.Device {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []plan.Device
 	for name, do := range o.disks {
 		if o.fs.DiskSeq(name) != do.DiskSeq {
+			continue
+		}
+		if err := do.CheckDisk(o.fs, name); err != nil {
+			log.Warn("not restored: the disk was set otherwise since the daemon wrote it; its original values are dropped", "device", name, "error", err)
+			delete(o.disks, name)
+			o.gen++ // written with the next save
 			continue
 		}
 		p := plan.Device{Name: name}
@@ -372,7 +374,7 @@ const restoreGrace = time.Second
 // and restoreGrace. A disk with unknown values counts as failed: what is
 // known of it is put back, the rest cannot be.
 func (d *Daemon) restore(writing []string) {
-	plans := d.orig.plans()
+	plans := d.orig.plans(d.log)
 	unknown := d.orig.unknown()
 	all := len(plans)
 	releases := map[string]func(){} // the disks' locks, held until the writes are done
@@ -486,12 +488,4 @@ collect:
 		d.log.Error("writing the original values file", "error", err)
 	}
 	d.log.Info("original values restored", "disks", restored, "failed", failed, "skipped", all-len(plans))
-}
-
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }

@@ -179,6 +179,8 @@ func (d *Daemon) recoverProbes() {
 			d.log.Error("restoring an interrupted probe's settings", "device", r.Device, "error", r.Err)
 		case r.Restored:
 			d.log.Warn("an interrupted probe's settings restored", "device", r.Device)
+		case r.Aside != "":
+			d.log.Warn("an interrupted probe's record is unreadable; moved aside", "device", r.Device, "note", r.Note)
 		default:
 			d.log.Info("an interrupted probe's record dropped", "device", r.Device, "note", r.Note)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/internal/atomicfile"
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
@@ -234,6 +235,7 @@ func (d *Daemon) count() int {
 // snapshot assembles the state file's contents.
 func (d *Daemon) snapshot() *statefile.State {
 	unknown := d.orig.unknownDisks()
+	aside, _ := originals.Aside(d.cfg.StateDir) // a glob: none when it fails
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := &statefile.State{
@@ -248,6 +250,7 @@ func (d *Daemon) snapshot() *statefile.State {
 		LastError:        d.report.lastError,
 		PersistenceError: d.report.persistence,
 		OriginalsUnknown: unknown,
+		OriginalsAside:   aside,
 		Disks:            make(map[string]*statefile.DiskState, len(d.disks)),
 	}
 	if r := d.report.lastReload(); r != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/probe/probeopt"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -150,22 +151,22 @@ func startFrom(t *testing.T, fs sysfs.FS, name string) map[string]string {
 	default:
 		t.Fatalf("%s offers neither kyber nor bfq (%v): no non-candidate to start from", name, offered)
 	}
-	o, err := readOriginals(fs, name)
+	values, err := originals.Capture(fs, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return o.Values
+	return values
 }
 
 func checkBack(t *testing.T, fs sysfs.FS, name string, want map[string]string) {
 	t.Helper()
-	o, err := readOriginals(fs, name)
+	values, err := originals.Capture(fs, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range want {
-		if o.Values[k] != v {
-			t.Errorf("%s %s = %q, want %q (the original)", name, k, o.Values[k], v)
+		if values[k] != v {
+			t.Errorf("%s %s = %q, want %q (the original)", name, k, values[k], v)
 		}
 	}
 }
@@ -275,16 +276,20 @@ func TestIntegrationProbe(t *testing.T) {
 	t.Run("recover after a killed probe", func(t *testing.T) {
 		// What a probe killed mid-measurement leaves: the record, and a
 		// candidate in place.
-		o, err := readOriginals(fs, l.Name)
-		if err != nil {
-			t.Fatal(err)
+		killed := func() {
+			t.Helper()
+			rec, err := newRecord(fs, state, l.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rec.save(); err != nil {
+				t.Fatal(err)
+			}
+			if err := rec.switchTo(fs, "none"); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := o.save(state); err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.WriteQueueAttr(l.Name, "scheduler", "none"); err != nil {
-			t.Fatal(err)
-		}
+		killed()
 		got, err := RecoverInterrupted(state, locks, fs)
 		if err != nil || len(got) != 1 || !got[0].Restored || got[0].Device != l.Name {
 			t.Fatalf("RecoverInterrupted = %+v, %v", got, err)
@@ -294,9 +299,7 @@ func TestIntegrationProbe(t *testing.T) {
 			t.Errorf("record not cleared: %v", err)
 		}
 		// A record whose probe still runs (its lock held) is left alone.
-		if err := o.save(state); err != nil {
-			t.Fatal(err)
-		}
+		killed()
 		unlock, err := disklock.New(locks.Path()).Lock(l.Name)
 		if err != nil {
 			t.Fatal(err)
@@ -305,7 +308,48 @@ func TestIntegrationProbe(t *testing.T) {
 			t.Errorf("recovered a running probe's record: %+v", got)
 		}
 		unlock()
-		os.Remove(originalsPath(state, l.Name))
+		got, err = RecoverInterrupted(state, locks, fs)
+		if err != nil || len(got) != 1 || !got[0].Restored {
+			t.Fatalf("RecoverInterrupted once the lock is free = %+v, %v", got, err)
+		}
+		checkBack(t, fs, l.Name, orig)
+	})
+
+	// The disk came back with its original settings (the kernel finished
+	// a restore after the probe's process had ended), then an admin set
+	// mq-deadline and nr_requests 77: the record is no longer true, and
+	// replaying it would undo the admin. It is dropped, saying why, and
+	// the admin's values stay. (Before, they were "restored" over.)
+	t.Run("a record the disk no longer shows is dropped", func(t *testing.T) {
+		rec, err := newRecord(fs, state, l.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.save(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.switchTo(fs, "none"); err != nil {
+			t.Fatal(err)
+		}
+		admin := map[string]string{"scheduler": "mq-deadline", "nr_requests": "77"}
+		if err := rec.disk().Restore(fs, l.Name); err != nil { // the kernel's late restore
+			t.Fatal(err)
+		}
+		for _, a := range []string{"scheduler", "nr_requests"} {
+			if err := fs.WriteQueueAttr(l.Name, a, admin[a]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := RecoverInterrupted(state, locks, fs)
+		if err != nil || len(got) != 1 || got[0].Restored || got[0].Err != nil ||
+			!strings.Contains(got[0].Note, "no longer shows what iosched left") || !strings.Contains(got[0].Note, "mq-deadline") {
+			t.Fatalf("RecoverInterrupted = %+v, %v; want the record dropped, naming what differs", got, err)
+		}
+		checkBack(t, fs, l.Name, admin)
+		if _, err := os.Stat(originalsPath(state, l.Name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stale record not cleared: %v", err)
+		}
+		orig = startFrom(t, fs, l.Name)
 	})
 }
 

@@ -197,10 +197,13 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	if _, err := os.Stat(originalsPath(t.StateDir, name)); err == nil {
 		// An earlier probe of this disk was killed: put its originals back
 		// first, or they would be recorded as the probe's changes.
-		if r := recoverOne(t.StateDir, t.FS, name); r.Err != nil {
+		switch r := recoverOne(t.StateDir, t.FS, name); {
+		case r.Err != nil:
 			return nil, fmt.Errorf("%s: restoring an interrupted probe's settings: %w", name, r.Err)
-		} else if r.Restored {
+		case r.Restored:
 			say("restored the settings an interrupted probe of %s left", name)
+		case r.Note != "":
+			say("an interrupted probe's record of %s: %s", name, r.Note)
 		}
 		if dev, err = t.FS.Device(name); err != nil {
 			return nil, err
@@ -244,11 +247,12 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	if err != nil {
 		return nil, err
 	}
-	orig, err := readOriginals(t.FS, name)
+	rec, err := newRecord(t.FS, t.StateDir, name)
 	if err != nil {
 		return nil, err
 	}
-	if err := orig.save(t.StateDir); err != nil {
+	orig := rec.disk()
+	if err := rec.save(); err != nil {
 		return nil, fmt.Errorf("%s: recording the original settings before the first switch: %w", name, err)
 	}
 	rep.ReadsBefore, rep.WritesBefore = before.Reads, before.Writes
@@ -274,7 +278,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 			if keep {
 				return setScheduler(t.FS, name, apply)
 			}
-			return orig.restore(t.FS)
+			return orig.Restore(t.FS, name)
 		})
 		wait := time.Until(start.Add(budget + restoreSlack))
 		if errors.Is(err, ErrStuck) {
@@ -333,7 +337,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 			slices.Reverse(order)
 		}
 		for pos, c := range order {
-			rf, wr, err := measureCandidate(mctx, &writes, t.FS, name, eng, fd, int64(*dev.SizeBytes), c, round, o)
+			rf, wr, err := measureCandidate(mctx, &writes, rec, t.FS, name, eng, fd, int64(*dev.SizeBytes), c, round, o)
 			if err != nil {
 				if gone() {
 					return rep, fmt.Errorf("%s: %w (%v)", name, ErrDiskGone, err)
@@ -405,10 +409,10 @@ func (c *writeChain) start(w func() error) <-chan error {
 // within a second of its budget.
 const switchWait = 500 * time.Millisecond
 
-func measureCandidate(ctx context.Context, writes *writeChain, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options) (RoundFigures, int64, error) {
+func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options) (RoundFigures, int64, error) {
 	var rf RoundFigures
 	select {
-	case err := <-writes.start(func() error { return setScheduler(fs, name, sched) }):
+	case err := <-writes.start(func() error { return rec.switchTo(fs, sched) }):
 		if err != nil {
 			return rf, 0, err
 		}

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/disklock"
-	"github.com/iosched/iosched/internal/atomicfile"
+	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -52,9 +51,8 @@ func lockDisk(locks *disklock.Locks, stateDir, name string) (unlock func(), err 
 		return unlock, err
 	}
 	who := ""
-	var o Originals
-	if b, e := os.ReadFile(originalsPath(stateDir, name)); e == nil && json.Unmarshal(b, &o) == nil && o.PID > 0 {
-		who = fmt.Sprintf(" (pid %d)", o.PID)
+	if f, e := originals.Read(originalsPath(stateDir, name)); e == nil && f.PID > 0 {
+		who = fmt.Sprintf(" (pid %d)", f.PID)
 	}
 	ref := refuse(name, "another probe of %s is running%s, or iosched is writing its settings: its lock in %s is held", name, who, locks.Path())
 	ref.(*Refusal).Busy = true
@@ -68,101 +66,85 @@ func IsBusy(err error) bool {
 	return errors.As(err, &r) && r.Busy
 }
 
-// Originals are the values of the settings a probe changes, as they were
-// before its first switch, kept in the state directory until they are back.
-type Originals struct {
-	Device  string `json:"device"`
-	DiskSeq string `json:"diskseq,omitempty"`
-	BootID  string `json:"boot_id"`
-	PID     int    `json:"pid"`
-	// Values: "scheduler", "nr_requests", "wbt_lat_usec", and the
-	// original scheduler's "iosched/*": everything a switch resets
-	// (sysfs.Attr.Resets).
-	Values map[string]string `json:"values"`
-	Saved  time.Time         `json:"saved"`
+// record is a probe's record of its disk in the state directory
+// (probe-DISK.originals.json): an originals.File of one Record, the values
+// a switch resets as they were before the first, and the states the probe
+// left the disk in. It is saved before each switch and after it, so that a
+// record found after a crash is replayed only while the disk still shows
+// what the probe left (originals.Record.Check).
+type record struct {
+	path string
+	name string
+	file originals.File
 }
 
 func originalsPath(stateDir, name string) string {
 	return filepath.Join(stateDir, "probe-"+name+".originals.json")
 }
 
-// readOriginals reads the disk's current values of what a switch resets.
-func readOriginals(fs sysfs.FS, name string) (*Originals, error) {
-	d, err := fs.DeviceFacts(name, sysfs.FactIOSched|sysfs.Attr("nr_requests").Needs()|sysfs.Attr("wbt_lat_usec").Needs())
+// newRecord reads the disk's current values of what a switch resets.
+func newRecord(fs sysfs.FS, stateDir, name string) (*record, error) {
+	values, err := originals.Capture(fs, name)
 	if err != nil {
 		return nil, err
 	}
-	if d.Scheduler == nil {
-		return nil, fmt.Errorf("%s: no scheduler to record", name)
-	}
-	o := &Originals{Device: name, DiskSeq: d.DiskSeq, BootID: bootID(), PID: os.Getpid(), Values: map[string]string{"scheduler": *d.Scheduler}}
-	for _, t := range []string{"nr_requests", "wbt_lat_usec"} {
-		if v, ok := d.Tunables[t]; ok {
-			o.Values[t] = v
-		}
-	}
-	for k, v := range d.IOSched {
-		o.Values[string(sysfs.ParamAttr(k))] = v
-	}
-	return o, nil
+	rec := &originals.Record{DiskSeq: fs.DiskSeq(name), Values: values}
+	return &record{path: originalsPath(stateDir, name), name: name,
+		file: originals.File{BootID: originals.BootID(), PID: os.Getpid(), Disks: map[string]*originals.Record{name: rec}}}, nil
 }
 
-func (o *Originals) save(stateDir string) error {
-	o.Saved = time.Now().UTC()
-	b, err := json.MarshalIndent(o, "", "  ")
-	if err != nil {
+func (r *record) disk() *originals.Record { return r.file.Disks[r.name] }
+
+func (r *record) save() error {
+	r.file.Saved = time.Now().UTC()
+	return r.file.Write(r.path, true)
+}
+
+// switchTo switches the disk to sched, the record saying first that the
+// disk may show sched, and after the switch what it shows. Only the
+// probe's write chain calls it.
+func (r *record) switchTo(fs sysfs.FS, sched string) error {
+	r.disk().Pending(map[string]string{"scheduler": sched})
+	if err := r.save(); err != nil {
+		return fmt.Errorf("%s: recording the switch to %s: %w", r.name, sched, err)
+	}
+	if err := setScheduler(fs, r.name, sched); err != nil {
 		return err
 	}
-	return atomicfile.WriteWith(originalsPath(stateDir, o.Device), append(b, '\n'), atomicfile.Options{Sync: true})
+	now, err := originals.Capture(fs, r.name)
+	if err != nil {
+		return fmt.Errorf("%s: reading the settings after the switch to %s: %w", r.name, sched, err)
+	}
+	r.disk().Landed(now)
+	if err := r.save(); err != nil {
+		return fmt.Errorf("%s: recording the switch to %s: %w", r.name, sched, err)
+	}
+	return nil
 }
 
-// restore writes back every value that differs from the disk's, in write
-// order (sysfs.CompareWriteOrder: the scheduler first, since switching it resets
-// the rest). It reads each before writing: a write of an unchanged value
-// still freezes the queue.
-func (o *Originals) restore(fs sysfs.FS) error {
-	attrs := make([]string, 0, len(o.Values))
-	for a := range o.Values {
-		attrs = append(attrs, a)
-	}
-	sysfs.SortByWriteOrder(attrs, func(a string) string { return a })
-	var errs []error
-	for _, a := range attrs {
-		want := o.Values[a]
-		if cur, err := fs.ReadQueueAttr(o.Device, a); err == nil && cur == want {
-			continue
-		}
-		got, _, err := fs.WriteReadQueueAttr(o.Device, a, want)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-			if a == "scheduler" {
-				return errors.Join(errs...) // the rest depends on it
-			}
-		case got != want:
-			errs = append(errs, fmt.Errorf("%s: %s: wrote %q, the kernel kept %q", o.Device, a, want, got))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// Recovered is one disk whose interrupted probe's originals were dealt
-// with by RecoverInterrupted.
+// Recovered is one disk whose interrupted probe's record was dealt with
+// by RecoverInterrupted.
 type Recovered struct {
 	Device string
 	// Restored: the values were put back. Else the record was dropped
-	// because it no longer applies (Note says why), or restoring failed
-	// (Err; the record stays for the next try).
+	// because it no longer applies (Note says why), moved aside because
+	// it could not be read (Aside is where), or restoring failed (Err;
+	// the record stays for the next try).
 	Restored bool
 	Note     string
+	Aside    string
 	Err      error
 }
 
 // RecoverInterrupted puts back the settings of every probe in stateDir that
 // ended without restoring them (killed with SIGKILL, a crash, a power cut
 // does not count: the kernel's defaults are back after a boot), and clears
-// their records. A probe still running (its lock held) is left alone. The
-// daemon calls it at start; `iosched probe` before probing.
+// their records. A record is replayed only while the disk still shows what
+// the probe left: a disk set otherwise since keeps its values, and the
+// record is dropped (Note says what differs). An unreadable record is moved
+// aside, never taken for nothing to restore. A probe still running (its
+// lock held) is left alone. The daemon calls it at start; `iosched probe`
+// before probing.
 func RecoverInterrupted(stateDir string, locks *disklock.Locks, fs sysfs.FS) ([]Recovered, error) {
 	paths, err := filepath.Glob(filepath.Join(stateDir, "probe-*.originals.json"))
 	if err != nil {
@@ -197,21 +179,34 @@ func RecoverInterrupted(stateDir string, locks *disklock.Locks, fs sysfs.FS) ([]
 func recoverOne(stateDir string, fs sysfs.FS, name string) Recovered {
 	r := Recovered{Device: name}
 	p := originalsPath(stateDir, name)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		r.Err = err
+	f, err := originals.Read(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return r
+	case err != nil:
+		aside, merr := originals.MoveAside(p)
+		if merr != nil {
+			r.Err = fmt.Errorf("the record is unreadable (%w) and could not be moved aside: %w", err, merr)
+			return r
+		}
+		r.Aside = aside
+		r.Note = fmt.Sprintf("the record is unreadable (%v): moved aside to %s; nothing was restored, check the disk's settings by hand", err, aside)
 		return r
 	}
-	var o Originals
-	switch err := json.Unmarshal(b, &o); {
-	case err != nil || o.Device != name:
-		r.Note = "unreadable record dropped"
-	case o.BootID != bootID():
+	rec := f.Disks[name]
+	switch {
+	case rec == nil:
+		r.Note = "the record names no values of this disk"
+	case f.BootID != originals.BootID():
 		r.Note = "recorded before the last boot: the kernel's defaults are back"
-	case !fs.Exists(name) || fs.DiskSeq(name) != o.DiskSeq:
+	case !fs.Exists(name) || fs.DiskSeq(name) != rec.DiskSeq:
 		r.Note = "the disk is gone (or another took its name)"
 	default:
-		if err := o.restore(fs); err != nil {
+		if err := rec.CheckDisk(fs, name); err != nil {
+			r.Note = fmt.Sprintf("not restored: %v; its values are someone else's since", err)
+			break
+		}
+		if err := rec.Restore(fs, name); err != nil {
 			r.Err = err
 			return r
 		}
@@ -221,14 +216,6 @@ func recoverOne(stateDir string, fs sysfs.FS, name string) Recovered {
 		r.Err = err
 	}
 	return r
-}
-
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // openNode opens the disk's node read-only for direct I/O and checks it is

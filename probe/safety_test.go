@@ -1,11 +1,15 @@
 package probe
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/iosched/iosched/disklock"
+	"github.com/iosched/iosched/internal/treetest"
+	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -53,5 +57,61 @@ func TestRecoverInterruptedTakesTheLock(t *testing.T) {
 	}
 	if locks.Held("loop0") {
 		t.Fatal("recovery kept the lock")
+	}
+}
+
+// TestUnreadableRecordMovedAside: a corrupt record is not taken for
+// nothing to restore: it is moved aside (listed by originals.Aside, which
+// `status` shows), nothing is reported restored, and the note says to
+// check by hand. (Before, it was deleted, and the next probe went on as if
+// all was well.)
+func TestUnreadableRecordMovedAside(t *testing.T) {
+	fs, err := sysfs.NewFS("../testdata/sysfs/cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	rec := originalsPath(state, "loop0")
+	if err := os.WriteFile(rec, []byte(`{"boot_id": "x", "disks": {"loop0": `), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := RecoverInterrupted(state, testLocks(t), fs)
+	if err != nil || len(got) != 1 || got[0].Restored || got[0].Err != nil || got[0].Aside == "" ||
+		!strings.Contains(got[0].Note, "unreadable") || !strings.Contains(got[0].Note, "by hand") {
+		t.Fatalf("RecoverInterrupted = %+v, %v; want the record moved aside, nothing restored", got, err)
+	}
+	aside, err := originals.Aside(state)
+	if err != nil || len(aside) != 1 || aside[0] != got[0].Aside {
+		t.Fatalf("files aside: %v, %v; want %s", aside, err, got[0].Aside)
+	}
+	if b, err := os.ReadFile(aside[0]); err != nil || !strings.HasPrefix(string(b), `{"boot_id": "x"`) {
+		t.Errorf("moved aside: %q, %v; want the record as it was", b, err)
+	}
+	if _, err := os.Stat(rec); !os.IsNotExist(err) {
+		t.Errorf("the unreadable record is still in place: %v", err)
+	}
+}
+
+// TestRecoverEarlierFormat: a probe record in the format of an earlier
+// iosched (one disk, its fields at the top, no states left to check) is
+// still restored after an upgrade.
+func TestRecoverEarlierFormat(t *testing.T) {
+	tree := treetest.Copy(t, "../testdata/sysfs/cloud")
+	fs, err := sysfs.NewFS(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	old := fmt.Sprintf(`{"device": "loop0", "diskseq": %q, "boot_id": %q, "pid": 1,
+		"values": {"scheduler": "none", "nr_requests": "32"}, "saved": "2026-01-01T00:00:00Z"}`, fs.DiskSeq("loop0"), originals.BootID())
+	if err := os.WriteFile(originalsPath(state, "loop0"), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := RecoverInterrupted(state, testLocks(t), fs)
+	if err != nil || len(got) != 1 || !got[0].Restored {
+		t.Fatalf("RecoverInterrupted = %+v, %v; want loop0 restored", got, err)
+	}
+	if v, err := fs.ReadQueueAttr("loop0", "nr_requests"); err != nil || v != "32" {
+		t.Errorf("loop0 nr_requests = %q, %v; want 32 restored", v, err)
 	}
 }

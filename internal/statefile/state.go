@@ -40,6 +40,10 @@ type State struct {
 	// not known (their record was unreadable): restore_on_exit cannot put
 	// those back.
 	OriginalsUnknown []string `json:"originals_unknown,omitempty"`
+	// OriginalsAside lists the records of original values (the daemon's,
+	// a probe's) found unreadable and moved aside in the state directory:
+	// nothing was restored from them.
+	OriginalsAside []string `json:"originals_aside,omitempty"`
 	// Warnings are conditions that keep the daemon from doing all its job
 	// (no udevd to send the events it listens for, say).
 	Warnings []string `json:"warnings,omitempty"`
