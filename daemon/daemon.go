@@ -295,6 +295,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.useMetrics(pol)
 	d.followPolicy()
+	// Interrupted probes' settings first: the originals file is checked
+	// against what the daemon left, which a probe's candidate still on a
+	// disk would hide.
+	d.recoverProbes()
 	if d.orig, err = loadOriginals(d.cfg.StateDir, d.fs, d.log); err != nil {
 		if pol.Daemon.RestoreOnExit {
 			return err
@@ -302,7 +306,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn("the original values file is ignored: restore_on_exit is off", "error", err)
 	}
 	d.probes.reset(pol.Daemon.ProbeConcurrency)
-	d.recoverProbes()
 	d.checkUdev()
 	// Listen before scanning, so a disk appearing during the scan is
 	// either seen by it or heard of afterwards.

@@ -59,13 +59,6 @@ func lockDisk(locks *disklock.Locks, stateDir, name string) (unlock func(), err 
 	return unlock, ref
 }
 
-// IsBusy reports whether err is a Refusal because others use or probe the
-// disk.
-func IsBusy(err error) bool {
-	var r *Refusal
-	return errors.As(err, &r) && r.Busy
-}
-
 // record is a probe's record of its disk in the state directory
 // (probe-DISK.originals.json): an originals.File of one Record, the values
 // a switch resets as they were before the first, and the states the probe
