@@ -56,7 +56,15 @@ func lockDisk(locks *disklock.Locks, stateDir, name string) (unlock func(), err 
 	}
 	ref := refuse(name, "another probe of %s is running%s, or iosched is writing its settings: its lock in %s is held", name, who, locks.Path())
 	ref.(*Refusal).Busy = true
+	ref.(*Refusal).Err = err // the *disklock.BusyError
 	return unlock, ref
+}
+
+// IsBusy reports whether err is a Refusal because others use or probe the
+// disk.
+func IsBusy(err error) bool {
+	var r *Refusal
+	return errors.As(err, &r) && r.Busy
 }
 
 // record is a probe's record of its disk in the state directory
