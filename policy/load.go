@@ -4,12 +4,12 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/iosched/iosched/internal/safefile"
 )
 
 // The default policy locations: the main file, then every *.toml file of the
@@ -105,50 +105,16 @@ func (l loader) files(path string) ([]File, error) {
 // readFile reads one policy file, taking its size from budget (what the
 // whole policy may still read).
 func readFile(path string, budget *int64) (File, error) {
-	// O_NONBLOCK: opening a FIFO waits for a writer, perhaps for ever;
-	// so opened, it returns at once and is refused below.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return File{}, fmt.Errorf("policy: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return File{}, fmt.Errorf("policy: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return File{}, fmt.Errorf("policy: %s: not a regular file (%s)", path, fileKind(fi.Mode()))
-	}
 	limit := min(int64(MaxFileSize), *budget)
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	b, err := safefile.Read(path, limit)
+	if errors.Is(err, safefile.ErrTooLarge) && limit < MaxFileSize {
+		return File{}, fmt.Errorf("policy: %s: the policy's files are larger than %d bytes together", path, MaxPolicySize)
+	}
 	if err != nil {
 		return File{}, fmt.Errorf("policy: %w", err)
-	}
-	if int64(len(b)) > limit {
-		if limit < MaxFileSize {
-			return File{}, fmt.Errorf("policy: %s: the policy's files are larger than %d bytes together", path, MaxPolicySize)
-		}
-		return File{}, fmt.Errorf("policy: %s: larger than %d bytes", path, MaxFileSize)
 	}
 	*budget -= int64(len(b))
 	return File{Name: path, Data: b}, nil
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	default:
-		return m.Type().String()
-	}
 }
 
 // readDir reads dir's *.toml files in lexical order. Hidden files (editor

@@ -5,7 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/iosched/iosched/internal/safefile"
 )
+
+// MaxSize bounds what Read reads: a state file of ten thousand disks, each
+// with its settings, rules and last error, is a few MiB.
+const MaxSize = 64 << 20
 
 // ErrNotRunning: no daemon is running for that runtime directory.
 var ErrNotRunning = errors.New("no daemon is running")
@@ -16,7 +22,10 @@ var ErrNotRunning = errors.New("no daemon is running")
 // pid).
 func Read(runtimeDir string) (*State, error) {
 	p := Path(runtimeDir)
-	b, err := os.ReadFile(p)
+	// The daemon replaces the file whole by a rename: anything else there
+	// (a FIFO, a link to /dev/zero) is refused, not waited on or read
+	// without end.
+	b, err := safefile.ReadNoFollow(p, MaxSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w (no %s)", ErrNotRunning, p)
 	}

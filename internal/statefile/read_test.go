@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func writeFile(t *testing.T, path, text string) {
@@ -42,5 +46,42 @@ func TestReadWhenNoDaemonRuns(t *testing.T) {
 	writeFile(t, Path(dir), fmt.Sprintf(`{"pid": %d, "proc_start": %d, "exe": %q}`, os.Getpid(), StartTime(os.Getpid()), Exe(os.Getpid())))
 	if _, err := Read(dir); err != nil {
 		t.Errorf("live daemon: %v", err)
+	}
+}
+
+// A state file that is not one (a FIFO, a link to /dev/zero, a file larger
+// than any state) is refused at once with an error naming it: status and
+// reload read it. Before, a FIFO hung both and /dev/zero ran status out of
+// memory.
+func TestReadRefusesWhatIsNotAStateFile(t *testing.T) {
+	for name, create := range map[string]func(p string) error{
+		"fifo": func(p string) error { return unix.Mkfifo(p, 0o644) },
+		"link": func(p string) error { return os.Symlink("/dev/zero", p) },
+		"toolarge": func(p string) error {
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				return err
+			}
+			return os.Truncate(p, MaxSize+1) // sparse: nothing written
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := create(Path(dir)); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := Read(dir)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || errors.Is(err, ErrNotRunning) || !strings.Contains(err.Error(), Path(dir)) {
+					t.Errorf("Read = %v, want an error naming %s", err, Path(dir))
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Read blocked on the state file")
+			}
+		})
 	}
 }
