@@ -16,16 +16,19 @@ import (
 // for a disk, in plan, list and explain.
 
 // rememberedFor is the newest result probes.json in stateDir holds for a
-// disk like dev (read with every fact), nil when none.
+// disk like dev (read with every fact), nil when none. A record that fails
+// probe.Record.Check is not one (the lookup plan and explain make says
+// why).
 func rememberedFor(fs sysfs.FS, stateDir string, dev *sysfs.Device) (*probe.Record, error) {
 	recs, err := probe.OpenStore(stateDir, nil).Records()
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
 	key := probe.KeyOf(fs, dev)
+	now := time.Now()
 	var best *probe.Record
 	for i := range recs {
-		if recs[i].Key == key && (best == nil || recs[i].At.After(best.At)) {
+		if recs[i].Key == key && recs[i].Check(now) == nil && (best == nil || recs[i].At.After(best.At)) {
 			best = &recs[i]
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/internal/atomicfile"
+	"github.com/iosched/iosched/internal/safefile"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -53,7 +54,7 @@ func KeyOf(fs sysfs.FS, d *sysfs.Device) Key {
 	if d.SizeBytes != nil {
 		k.SizeBytes = *d.SizeBytes
 	}
-	if b, err := os.ReadFile(filepath.Join(fs.Root(), "block", d.Name, "mq", "0", "nr_tags")); err == nil {
+	if b, err := safefile.Read(filepath.Join(fs.Root(), "block", d.Name, "mq", "0", "nr_tags"), 4096); err == nil {
 		k.QueueDepth, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	return k
@@ -134,8 +135,23 @@ func OpenStore(stateDir string, seeded []string) *Store {
 // Path is probes.json's path.
 func (s *Store) Path() string { return s.path }
 
-func readStoreFile(path string) ([]Record, error) {
-	b, err := os.ReadFile(path)
+// Size caps of the files a store reads: probes.json holds one record of a
+// few KiB for each kind of disk a machine has (identical disks share one);
+// a seeded file, one for each kind of a fleet's machines.
+const (
+	maxStoreFile = 16 << 20
+	maxSeedFile  = 64 << 20
+)
+
+// readStoreFile reads probes.json (own: iosched writes it, a link there is
+// refused) or a seeded file (an administrator's, perhaps a link) of at
+// most max bytes.
+func readStoreFile(path string, own bool, max int64) ([]Record, error) {
+	read := safefile.Read
+	if own {
+		read = safefile.ReadNoFollow
+	}
+	b, err := read(path, max)
 	if err != nil {
 		return nil, err
 	}
@@ -149,9 +165,39 @@ func readStoreFile(path string) ([]Record, error) {
 	return f.Results, nil
 }
 
+// Check tells whether the record could be a probe's result at time now:
+// its figures are each for one of its candidates, once, every name one
+// the kernel could have, and it is not dated in the future (a record from
+// 2030 would be the newest, and never too old, for years). A seeded file is
+// someone else's, and probes.json can be edited: a record that fails is
+// not used.
+func (r *Record) Check(now time.Time) error {
+	for _, c := range r.Candidates {
+		if !sysfs.ValidSchedulerName(c) {
+			return fmt.Errorf("candidate %q is not a scheduler name", c)
+		}
+	}
+	seen := map[string]bool{}
+	for _, f := range r.Figures {
+		switch {
+		case !sysfs.ValidSchedulerName(f.Scheduler):
+			return fmt.Errorf("%q is not a scheduler name", f.Scheduler)
+		case !slices.Contains(r.Candidates, f.Scheduler):
+			return fmt.Errorf("a figure for %q, which is not one of the candidates %s", f.Scheduler, strings.Join(r.Candidates, ", "))
+		case seen[f.Scheduler]:
+			return fmt.Errorf("two figures for %q", f.Scheduler)
+		}
+		seen[f.Scheduler] = true
+	}
+	if r.At.After(now) {
+		return fmt.Errorf("dated %s, in the future", r.At.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 // Records are the remembered results (not the seeded ones).
 func (s *Store) Records() ([]Record, error) {
-	recs, err := readStoreFile(s.path)
+	recs, err := readStoreFile(s.path, true, maxStoreFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -175,14 +221,20 @@ type Want struct {
 // its decision is made again with want's choice and margin. It returns nil
 // when there is none (a changed key, another method, or too old). A seeded
 // file that cannot be read is an error, after the lookup (a record found
-// elsewhere is still returned).
+// elsewhere is still returned), and so is a record of the key and method
+// that fails Record.Check: it is not used, and the error names its file
+// and its place in it.
 func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 	var errs []error
-	pick := func(recs []Record, from string) *Record {
+	pick := func(recs []Record, from, file string) *Record {
 		var best *Record
 		for i := range recs {
 			r := &recs[i]
 			if r.Key != key || !sameMethod(r.Method, want.Method) {
+				continue
+			}
+			if err := r.Check(now); err != nil {
+				errs = append(errs, fmt.Errorf("%s: result %d (device %s): %w", file, i+1, r.Device, err))
 				continue
 			}
 			if want.MaxAge > 0 && now.Sub(r.At) > want.MaxAge {
@@ -203,7 +255,7 @@ func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if r := pick(own, ""); r != nil {
+	if r := pick(own, "", s.path); r != nil {
 		return r, errors.Join(errs...)
 	}
 	for _, g := range s.seeded {
@@ -214,12 +266,12 @@ func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 		}
 		slices.Sort(files)
 		for _, f := range files {
-			recs, err := readStoreFile(f)
+			recs, err := readStoreFile(f, false, maxSeedFile)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("seeded probe results: %w", err))
 				continue
 			}
-			if r := pick(recs, f); r != nil {
+			if r := pick(recs, f, f); r != nil {
 				return r, errors.Join(errs...)
 			}
 		}

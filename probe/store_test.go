@@ -1,11 +1,15 @@
 package probe
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestStore(t *testing.T) {
@@ -86,7 +90,8 @@ func TestStore(t *testing.T) {
 		t.Fatalf("export: %d, %v", n, err)
 	}
 	s2 := OpenStore(filepath.Join(dir, "state2"), []string{filepath.Join(dir, "seeded", "*.json")})
-	r, err = s2.Lookup(key, want, t0)
+	later := t0.Add(time.Hour) // after rec2
+	r, err = s2.Lookup(key, want, later)
 	if err != nil || r == nil || r.Seeded != exp {
 		t.Fatalf("seeded lookup: %+v, %v", r, err)
 	}
@@ -100,7 +105,7 @@ func TestStore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "seeded", "broken.json"), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err = s2.Lookup(key, want, t0)
+	r, err = s2.Lookup(key, want, later)
 	if r == nil || err == nil || !strings.Contains(err.Error(), "broken.json") {
 		t.Errorf("with a broken seeded file: %+v, %v", r, err)
 	}
@@ -138,5 +143,125 @@ func TestStoreUnreadable(t *testing.T) {
 	recs, err := s.Records()
 	if err != nil || len(recs) != 2 || recs[0].Device != "vdb" || recs[1].Device != "vdc" {
 		t.Fatalf("Records = %+v, %v; want vdb and vdc", recs, err)
+	}
+}
+
+func describe(r *Record) string {
+	if r == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%s from %q, winner %s", r.Device, r.Seeded, r.Winner)
+}
+
+// writeSeed writes recs as a seeded (exported) results file.
+func writeSeed(t *testing.T, path string, recs ...Record) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeStore(path, recs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Seeded and remembered results are input: a figure for a scheduler that
+// is not one of the method's candidates, a date in the future, or a name
+// the kernel could not have are refused, with an error naming the file and
+// the entry, and the entry is not used. Before, a seed with a bfq figure
+// dated 2030 was taken, and bfq applied to a disk whose rule probes only
+// none and mq-deadline.
+func TestStoreRefusesForgedResults(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	key := Key{Class: "virtio", Driver: "virtio_blk", HWQueues: 1, QueueDepth: 256, SizeBytes: 1 << 30, Kernel: "6.18.0"}
+	method := Method{Engine: EngineIOUring, Depth: 32, BlockSize: 4096, Candidates: []string{"none", "mq-deadline"}}
+	want := Want{Method: method, Choose: ChooseIOPS, Margin: 0.05, Incumbent: "mq-deadline"}
+	good := []Candidate{
+		cand("mq-deadline", []float64{111e3, 111e3, 111e3}, []float64{50, 50, 50}),
+		cand("none", []float64{112e3, 112e3, 112e3}, []float64{50, 50, 50}), // within the margin: mq-deadline stays
+	}
+	bfq := append(slices.Clone(good), cand("bfq", []float64{900e3, 900e3, 900e3}, []float64{10, 10, 10}))
+	escape := slices.Clone(good)
+	escape[1].Scheduler = "none\x1b[2J"
+	twice := append(slices.Clone(good), good[1])
+	for _, c := range []struct {
+		name string
+		rec  Record
+		why  string
+	}{
+		{"a figure for another scheduler", Record{Key: key, Device: "vdb", At: now.Add(-time.Hour), Method: method, Figures: bfq},
+			`a figure for "bfq", which is not one of the candidates none, mq-deadline`},
+		{"a date in the future", Record{Key: key, Device: "vdb", At: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Method: method, Figures: good},
+			"dated 2030-01-01T00:00:00Z, in the future"},
+		{"a name the kernel cannot have", Record{Key: key, Device: "vdb", At: now.Add(-time.Hour), Method: method, Figures: escape},
+			`"none\x1b[2J" is not a scheduler name`},
+		{"a scheduler measured twice", Record{Key: key, Device: "vdb", At: now.Add(-time.Hour), Method: method, Figures: twice},
+			`two figures for "none"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			seed := filepath.Join(dir, "seeded", "fleet.json")
+			s := OpenStore(filepath.Join(dir, "state"), []string{filepath.Join(dir, "seeded", "*.json")})
+			writeSeed(t, seed, Record{Key: key, Device: "vdz", At: now.Add(-2 * time.Hour), Method: method, Figures: good}, c.rec)
+			r, err := s.Lookup(key, want, now)
+			if err == nil || !strings.Contains(err.Error(), seed+": result 2 (device vdb): "+c.why) {
+				t.Errorf("Lookup error = %v, want one naming %s, result 2 and %s", err, seed, c.why)
+			}
+			// The valid entry is used, the forged one is not.
+			if r == nil || r.Device != "vdz" || r.Winner != "mq-deadline" {
+				t.Errorf("Lookup = %s, want the valid result (vdz, mq-deadline stays)", describe(r))
+			}
+
+			// The same entry in the disk's own probes.json is refused
+			// alike.
+			if err := writeStore(s.Path(), []Record{c.rec}); err != nil {
+				t.Fatal(err)
+			}
+			r, err = s.Lookup(key, want, now)
+			if err == nil || !strings.Contains(err.Error(), s.Path()+": result 1 (device vdb): "+c.why) {
+				t.Errorf("Lookup error = %v, want one naming %s, result 1", err, s.Path())
+			}
+			if r == nil || r.Device != "vdz" {
+				t.Errorf("Lookup = %s, want the seeded valid result", describe(r))
+			}
+		})
+	}
+}
+
+// probes.json and seeded files are read the safe way: a FIFO or a link to
+// /dev/zero is an error naming it, at once. Before, a FIFO probes.json
+// hung `iosched probe`, list and plan, and a seed linked to /dev/zero ran
+// the daemon out of memory.
+func TestStoreRefusesWhatIsNotAFile(t *testing.T) {
+	key := Key{Class: "virtio"}
+	want := Want{Method: Method{Engine: EnginePsync, Depth: 32, BlockSize: 4096, Candidates: []string{"none", "mq-deadline"}}}
+	for name, create := range map[string]func(string) error{
+		"fifo": func(p string) error { return unix.Mkfifo(p, 0o644) },
+		"zero": func(p string) error { return os.Symlink("/dev/zero", p) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			seed := filepath.Join(dir, "seed.json")
+			s := OpenStore(dir, []string{seed})
+			for _, p := range []string{s.Path(), seed} {
+				if err := create(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Lookup(key, want, time.Now())
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				for _, p := range []string{s.Path(), seed} {
+					if err == nil || !strings.Contains(err.Error(), p) {
+						t.Errorf("Lookup = %v, want an error naming %s", err, p)
+					}
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Lookup blocked reading the store")
+			}
+		})
 	}
 }
