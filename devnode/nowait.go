@@ -34,8 +34,9 @@ const probeSize = 4096
 // building a bio. So it reads no data and cannot hang on a disk whose I/O is
 // stuck (a dead iSCSI or nbd server), which a read at offset 0 could.
 //
-// The node is opened O_RDONLY|O_DIRECT and its device number must equal
-// majorMinor, so a stale or foreign node is never mistaken for the disk. It
+// The node is opened O_RDONLY|O_NONBLOCK, and must be a block device whose
+// number equals majorMinor before it is read (with O_DIRECT), so a stale or
+// foreign node is never mistaken for the disk. It
 // returns nil and the reason when the answer cannot be had.
 //
 // name is the node's name below devDir, which may hold a directory
@@ -48,7 +49,11 @@ func NoWait(devDir, name, majorMinor string) (*bool, string) {
 		devDir = DefaultDir
 	}
 	p := filepath.Join(devDir, name)
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	// O_NONBLOCK: a FIFO put where the node should be would hold open(2)
+	// until a writer comes. O_DIRECT only once the node is known to be
+	// the disk: other files refuse it with an EINVAL that says nothing of
+	// what they are.
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Sprintf("open %s: %v", p, err)
 	}
@@ -69,6 +74,13 @@ func NoWait(devDir, name, majorMinor string) (*bool, string) {
 		return nil, fmt.Sprintf("the disk's major:minor is unknown, so %s cannot be checked to be it", p)
 	case uint64(st.Rdev) != want:
 		return nil, fmt.Sprintf("%s is device %d:%d, not %s", p, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), majorMinor)
+	}
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl|unix.O_DIRECT)
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("setting O_DIRECT on %s: %v", p, err)
 	}
 
 	end, err := unix.Seek(fd, 0, io.SeekEnd) // the disk's size in bytes

@@ -20,6 +20,9 @@ func TestNoWaitCannotTell(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "vdx"), make([]byte, 8192), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := unix.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, dir, dev, reason string
 	}{
@@ -28,6 +31,10 @@ func TestNoWaitCannotTell(t *testing.T) {
 		// A regular file: where O_DIRECT opens (ext4, tmpfs since 6.6)
 		// the type check says "not a block device", elsewhere open fails.
 		{"regular file", dir, "vdx", dir + "/vdx"},
+		// A FIFO, a character device: refused by type, before any read,
+		// not by O_DIRECT's "invalid argument".
+		{"FIFO", dir, "fifo", dir + "/fifo is not a block device"},
+		{"character device", "/dev", "null", "/dev/null is not a block device"},
 		{"invalid name", dir, "../vdx", "invalid device name"},
 		{"empty name", dir, "", "invalid device name"},
 	}

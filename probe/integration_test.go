@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -397,6 +399,35 @@ func TestIntegrationRefusals(t *testing.T) {
 	})
 	t.Run("missing node", func(t *testing.T) {
 		expect(t, run(l.Name, quick(), t.TempDir()), "device node", "missing")
+	})
+	// A --dev node must be the disk's block device, checked before any
+	// read. Before, a FIFO in its place hung the probe in open(2), past
+	// SIGTERM.
+	t.Run("FIFO node", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := unix.Mkfifo(filepath.Join(dir, l.Name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- run(l.Name, quick(), dir) }()
+		select {
+		case err := <-done:
+			expect(t, err, filepath.Join(dir, l.Name), "not a block device")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the probe blocked opening a FIFO as the disk's node")
+		}
+	})
+	t.Run("another disk's node", func(t *testing.T) {
+		var st unix.Stat_t
+		if err := unix.Stat("/dev/"+small.Name, &st); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := unix.Mknod(filepath.Join(dir, l.Name), unix.S_IFBLK|0o600, int(st.Rdev)); err != nil {
+			t.Fatal(err)
+		}
+		other := fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		expect(t, run(l.Name, quick(), dir), "is device "+other, "not the disk's")
 	})
 	t.Run("busy", func(t *testing.T) {
 		fd, err := unix.Open("/dev/"+l.Name, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)

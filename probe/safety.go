@@ -223,12 +223,13 @@ func recoverOne(stateDir string, fs sysfs.FS, name string) Recovered {
 // the disk (its device number), saying plainly why it cannot be.
 func openNode(devDir, name, majorMinor string) (int, error) {
 	p := filepath.Join(devDir, name)
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	// O_NONBLOCK, and O_DIRECT only once the node is known to be the
+	// disk: a FIFO put in its place would hold open(2) until a writer
+	// comes (and refuses O_DIRECT with a misleading EINVAL).
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return -1, refuse(name, "the device node %s is missing", p)
-	case errors.Is(err, unix.EINVAL):
-		return -1, refuse(name, "%s does not support direct I/O", p)
 	case err != nil:
 		// EACCES or EPERM too: which one, and whether root would help (not
 		// against a device cgroup or a security module), is the caller's
@@ -249,6 +250,21 @@ func openNode(devDir, name, majorMinor string) (int, error) {
 	if mm := fmt.Sprintf("%d:%d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))); mm != majorMinor {
 		unix.Close(fd)
 		return -1, refuse(name, "%s is device %s, not the disk's %s", p, mm, majorMinor)
+	}
+	// Now direct I/O, and reads that wait for the disk: io_uring answers
+	// EAGAIN for a read of an O_NONBLOCK file rather than queue it
+	// (io_uring/rw.c).
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK|unix.O_DIRECT)
+	}
+	switch {
+	case errors.Is(err, unix.EINVAL):
+		unix.Close(fd)
+		return -1, refuse(name, "%s does not support direct I/O", p)
+	case err != nil:
+		unix.Close(fd)
+		return -1, fmt.Errorf("setting O_DIRECT on %s: %w", p, err)
 	}
 	return fd, nil
 }
