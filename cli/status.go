@@ -65,6 +65,7 @@ func runningState(runtimeDir string) (*statefile.State, error) {
 }
 
 func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) error {
+	st = printableState(st)
 	const stamp = "2006-01-02 15:04:05"
 	yesNo := map[bool]string{true: "yes", false: "no"}
 	fmt.Fprintf(w, "iosched daemon: running (pid %d) since %s, %s ago\n", st.PID, st.Started.Local().Format(stamp), now.Sub(st.Started).Round(time.Second))
