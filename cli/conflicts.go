@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"path/filepath"
 	"strings"
 
@@ -38,9 +40,13 @@ func (e *env) warnWriters(rs []diskResult) []string {
 	if set.Empty() {
 		return problems
 	}
+	fs, err := e.fs()
+	if err != nil {
+		return append(problems, err.Error())
+	}
 	for i := range rs {
 		if r := &rs[i]; r.err == nil {
-			r.plan.Warnings = append(r.plan.Warnings, writerWarnings(set, r.assessment)...)
+			r.plan.Warnings = append(r.plan.Warnings, writerWarnings(set, fs, r.assessment)...)
 		}
 	}
 	return problems
@@ -52,24 +58,45 @@ func (e *env) writerConflicts(as []assessment) []string {
 	if set.Empty() {
 		return problems
 	}
+	fs, err := e.fs()
+	if err != nil {
+		return append(problems, err.Error())
+	}
 	for _, a := range as {
 		if a.plan.Name == "" {
 			a.plan = plan.For(a.dev, a.eval)
 		}
-		for _, w := range writerWarnings(set, a) {
+		for _, w := range writerWarnings(set, fs, a) {
 			problems = append(problems, a.dev.Name+": "+w)
 		}
 	}
 	return problems
 }
 
-// writerWarnings words the writes of set that could undo a's policy.
-func writerWarnings(set *writers.Set, a assessment) []string {
+// writerWarnings words the writes of set that could undo a's policy. What
+// the rules and tuned test of the disk is read from its directory in fs
+// when a's snapshot (read for what the policy needs) does not hold it; a
+// missing file means absent only on the kernel's own tree (a copied one
+// may just lack it).
+func writerWarnings(set *writers.Set, fs sysfs.FS, a assessment) []string {
 	if len(a.eval.Settings) == 0 {
 		return nil
 	}
+	known := writers.Known{Attr: func(rel string) (string, bool, error) {
+		v, err := fs.ReadDiskAttr(a.dev.Name, rel)
+		switch {
+		case err == nil:
+			return v, true, nil
+		case errors.Is(err, iofs.ErrNotExist) && fs.Live():
+			return "", false, nil
+		}
+		return "", false, err
+	}}
+	for _, s := range a.eval.Settings {
+		known.Written = append(known.Written, s.Attribute)
+	}
 	var out []string
-	for _, w := range set.For(a.dev) {
+	for _, w := range set.ForKnown(a.dev, known) {
 		for _, s := range a.eval.Settings {
 			if s.Attribute != w.Attribute {
 				continue
@@ -82,7 +109,11 @@ func writerWarnings(set *writers.Set, a assessment) []string {
 			if w.Kind == writers.UdevRule {
 				who = "udevd runs it after iosched and"
 			}
-			out = append(out, fmt.Sprintf("%s; %s undoes the policy's %s = %s (rule %q)", w.Describe(), who, s.Attribute, want, s.Rule))
+			undoes := "undoes"
+			if len(w.Unknown) > 0 {
+				undoes = "may undo" // only if what Describe names holds
+			}
+			out = append(out, fmt.Sprintf("%s; %s %s the policy's %s = %s (rule %q)", w.Describe(), who, undoes, s.Attribute, want, s.Rule))
 		}
 	}
 	return out

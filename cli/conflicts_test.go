@@ -96,3 +96,58 @@ func mask(t *testing.T, p string) {
 		t.Fatal(err)
 	}
 }
+
+// plan names only the writers that act on the disk, deciding their tests
+// from the disk's own sysfs values, and says "may" only where a test
+// cannot be decided. Before, plan vda (rotational 1, removable 0) with a
+// policy that tests neither warned of both distro rules, each "if
+// ATTR{queue/rotational}==... (not known here)", and of tuned's [disk] "if
+// the disk is not removable (not known here)".
+func TestConflictsKnowTheDisk(t *testing.T) {
+	inRepoRoot(t)
+	root := t.TempDir()
+	write := func(p, text string) {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("etc/udev/rules.d/60-ioschedulers.rules", `ACTION=="add|change", KERNEL=="sd[a-z]|vd[a-z]", ATTR{queue/rotational}=="0", ATTR{queue/scheduler}="mq-deadline"
+ACTION=="add|change", KERNEL=="sd[a-z]|vd[a-z]", ATTR{queue/rotational}=="1", ATTR{queue/scheduler}="bfq"
+ACTION=="add|change", KERNEL=="vd[a-z]", ATTR{queue/scheduler}=="*\[none\]*", ATTR{queue/nr_requests}="64"
+`)
+	write("etc/tuned/active_profile", "x\n")
+	write("usr/lib/tuned/x/tuned.conf", "[disk]\nreadahead=>4096\n")
+	policy := filepath.Join(root, "policy.toml")
+	write("policy.toml", `[[rule]]
+name = "virtio"
+match = { class = "virtio" }
+set = { scheduler = "none", read_ahead_kb = 512, nr_requests = 32 }
+`)
+	if got := queueFile(t, "testdata/sysfs/cloud", "vda", "rotational"); got != "1" {
+		t.Fatalf("the fixture's vda rotational = %s, want 1", got)
+	}
+	out, errb, code := runMain(t, "--sysfs", "testdata/sysfs/cloud", "--dev", "testdata/dev-empty", "--root", root, "--policy", policy, "plan", "vda")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	want := []string{
+		`  warning: udev rule /etc/udev/rules.d/60-ioschedulers.rules:2 sets scheduler to "bfq" on add and change events; udevd runs it after iosched and undoes the policy's scheduler = none (rule "virtio")`,
+		// The policy sets the scheduler: whether udevd sees none is
+		// a race, so "may".
+		`  warning: udev rule /etc/udev/rules.d/60-ioschedulers.rules:3 sets nr_requests to "64" on add and change events if ATTR{queue/scheduler}=="*\\[none\\]*" (not known here); udevd runs it after iosched and may undo the policy's nr_requests = 32 (rule "virtio")`,
+		`  warning: tuned profile "x" (/usr/lib/tuned/x/tuned.conf:2) sets read_ahead_kb to 4096 when it is lower; tuned undoes the policy's read_ahead_kb = 512 (rule "virtio")`,
+	}
+	var got []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "  warning:") {
+			got = append(got, l)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

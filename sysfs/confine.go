@@ -2,6 +2,7 @@ package sysfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -179,4 +180,26 @@ func openatRetry(dirfd int, rel string, flags int) (int, error) {
 		return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
 	}
 	return fd, nil
+}
+
+// ReadDiskAttr reads the attribute at rel below the disk's directory, as
+// udevd's ATTR{} names it ("removable", "queue/rotational",
+// "device/model"), confined to the root: what other writers' rules test,
+// where DeviceFacts reads what iosched itself needs. One read of at most a
+// page, opened O_NONBLOCK (a FIFO in a copied tree reads as empty instead
+// of waiting for a writer). A missing attribute is fs.ErrNotExist.
+func (s FS) ReadDiskAttr(name, rel string) (string, error) {
+	if err := ValidateName(name); err != nil {
+		return "", err
+	}
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%s: %q is not a path below the disk's directory", name, rel)
+	}
+	rel = filepath.Join(s.blockRel(name), rel)
+	fd, err := s.openInRoot(rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return "", err
+	}
+	b, err := readFD(fd, rel)
+	return string(b), err
 }

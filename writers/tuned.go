@@ -2,6 +2,7 @@ package writers
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,11 +12,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/iosched/iosched/internal/safefile"
 	"github.com/iosched/iosched/sysfs"
 )
 
 // TunedActiveProfile names the profile(s) tuned applies, blank-separated.
 const TunedActiveProfile = "/etc/tuned/active_profile"
+
+// Size caps: active_profile is a line of names, a profile a few KiB of
+// options.
+const (
+	maxActiveProfile = 64 << 10
+	maxTunedFile     = 1 << 20
+)
 
 // tunedProfileDirs are where tuned looks for <name>/tuned.conf, highest
 // precedence first (tuned/consts.py LOAD_DIRECTORIES, searched from the
@@ -66,7 +75,7 @@ type tunedWrite struct {
 // loadTuned reads the active profile and returns the queue attributes its
 // disk units set. No active_profile file: no tuned profile, nothing.
 func loadTuned(root string) ([]tunedWrite, []string, error) {
-	b, err := os.ReadFile(filepath.Join(root, TunedActiveProfile))
+	b, err := safefile.Read(filepath.Join(root, TunedActiveProfile), maxActiveProfile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -179,14 +188,13 @@ func locateTuned(root, name string, processed []string) string {
 // (delimiter '=', '#' and ';' comment lines, '#' inline comments, keys case
 // sensitive). Options before any section are ignored.
 func readTunedFile(root, path string) (*tunedProfile, error) {
-	f, err := os.Open(filepath.Join(root, path))
+	b, err := safefile.Read(filepath.Join(root, path), maxTunedFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading tuned profile: %w", err)
 	}
-	defer f.Close()
 	p := &tunedProfile{}
 	var cur *tunedUnit
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || line[0] == '#' || line[0] == ';' {
@@ -258,13 +266,13 @@ func tunedBool(s string) bool {
 // virtio, Xen or NVMe, or that have none (plugins/plugin_disk.py
 // _device_is_supported), and then those its devices= list names
 // (hardware/device_matcher.py).
-func (w tunedWrite) applies(d *sysfs.Device) (verdict, []string) {
+func (w tunedWrite) applies(d *sysfs.Device, k Known) (verdict, []string) {
 	v, open := holds, []string(nil)
-	switch {
-	case d.Removable == nil:
+	switch removable, present, known := k.attrValue(d, "removable"); {
+	case !known:
 		v, open = unknown, append(open, "the disk is not removable (tuned's disk plug-in takes only those)")
-	case *d.Removable:
-		return fails, nil
+	case !present || removable != "0":
+		return fails, nil // plugin_disk.py wants removable == b"0"
 	}
 	switch tuned := d.Class.Spec().Tuned; {
 	case noParent(d), tuned == sysfs.TunedTakes:

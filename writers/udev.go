@@ -2,6 +2,7 @@ package writers
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/iosched/iosched/internal/safefile"
 )
 
 // UdevRuleDirs are where systemd-udevd reads rules, highest precedence
@@ -36,6 +39,7 @@ type udevRule struct {
 	matches []udevMatch
 	writes  []udevWrite
 	gotoTo  string // GOTO="label"
+	gotoIdx int    // the rule gotoTo leads to (resolveGotos), -1: none
 	label   string // LABEL="label"
 }
 
@@ -110,14 +114,30 @@ func isMask(p string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Size() == 0
 }
 
-// readUdevFile reads and parses one rules file (path as on the system).
-func readUdevFile(root, path string) (*udevFile, []string, error) {
-	f, err := os.Open(filepath.Join(root, path))
-	if err != nil {
+// Size caps of the rules read: the largest rules files distributions ship
+// (device lists such as libmtp's) are a few hundred KiB, and a machine's
+// rules a few MiB together. They bound what a file put there by mistake,
+// or a link to /dev/zero, costs to read and parse.
+const (
+	maxRulesFile  = 4 << 20
+	maxRulesTotal = 32 << 20
+)
+
+// readUdevFile reads and parses one rules file (path as on the system),
+// taking its size from budget (what all the rules may still read).
+func readUdevFile(root, path string, budget *int64) (*udevFile, []string, error) {
+	full := filepath.Join(root, path)
+	limit := min(int64(maxRulesFile), *budget)
+	b, err := safefile.Read(full, limit)
+	switch {
+	case errors.Is(err, safefile.ErrTooLarge) && limit < maxRulesFile:
+		*budget = -1 // Load reads no more
+		return nil, nil, fmt.Errorf("reading udev rules %s: the rules files are larger than %d bytes together, this one and the rest are not read", full, maxRulesTotal)
+	case err != nil:
 		return nil, nil, fmt.Errorf("reading udev rules: %w", err)
 	}
-	defer f.Close()
-	uf, problems, err := parseUdevRules(path, f)
+	*budget -= int64(len(b))
+	uf, problems, err := parseUdevRules(path, bytes.NewReader(b))
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading udev rules %s: %w", path, err)
 	}
@@ -180,7 +200,47 @@ func parseUdevRules(path string, r interface{ Read([]byte) (int, error) }) (*ude
 	if err := sc.Err(); err != nil {
 		return nil, nil, err
 	}
+	if p := uf.resolveGotos(); p != "" {
+		problems = append(problems, p)
+	}
 	return uf, problems, nil
+}
+
+// resolveGotos points each GOTO at the first later rule with its LABEL,
+// as udevd does once when it reads the file (udev-rules.c
+// rule_resolve_goto), so that evaluating a disk never searches for a
+// label. A GOTO with no such label is dropped, as udevd drops it; the
+// problem returned counts them, naming the first.
+func (uf *udevFile) resolveGotos() string {
+	labels := map[string][]int{} // label -> rule indexes, ascending
+	for i, r := range uf.rules {
+		if r.label != "" {
+			labels[r.label] = append(labels[r.label], i)
+		}
+	}
+	missing, first := 0, 0
+	for i, r := range uf.rules {
+		r.gotoIdx = -1
+		if r.gotoTo == "" {
+			continue
+		}
+		at := labels[r.gotoTo]
+		if k := sort.SearchInts(at, i+1); k < len(at) {
+			r.gotoIdx = at[k]
+			continue
+		}
+		if missing == 0 {
+			first = r.line
+		}
+		missing++
+	}
+	switch missing {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("%s:%d: GOTO has no matching LABEL after it (udevd ignores it too)", uf.path, first)
+	}
+	return fmt.Sprintf("%s:%d: %d GOTOs have no matching LABEL after them, this one the first (udevd ignores them too)", uf.path, first, missing)
 }
 
 // parseUdevRule parses one rule: KEY{attr}OP"value" pairs separated by

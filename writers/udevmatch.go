@@ -1,6 +1,7 @@
 package writers
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,7 @@ const (
 type udevEvent struct {
 	action string
 	dev    *sysfs.Device
+	known  Known
 }
 
 // eval tells whether every condition of r holds for ev, and which could not
@@ -60,7 +62,7 @@ func (m udevMatch) eval(ev udevEvent) verdict {
 		value, known = envValue(d, m.attr)
 	case "ATTR":
 		var present bool
-		value, present, known = attrValue(d, m.attr)
+		value, present, known = ev.known.attrValue(d, m.attr)
 		if known && !present {
 			// udevd: a missing attribute matches neither == nor !=
 			// (token_match_attr returns false).
@@ -101,7 +103,7 @@ func (m udevMatch) evalParents(ev udevEvent) verdict {
 	case "DRIVERS":
 		selfPresent = false
 	case "ATTRS":
-		self, selfPresent, selfKnown = attrValue(d, m.attr)
+		self, selfPresent, selfKnown = ev.known.attrValue(d, m.attr)
 		if !virtual && (m.attr == "model" || m.attr == "vendor") {
 			v := d.Model
 			if m.attr == "vendor" {
@@ -190,10 +192,30 @@ func envValue(d *sysfs.Device, key string) (string, bool) {
 }
 
 // attrValue is a sysfs attribute of the disk as udevd would read it for
-// ATTR{}: its value, whether the file exists, and whether the snapshot
-// tells either. Trailing blanks are trimmed, as udevd trims them.
-func attrValue(d *sysfs.Device, attr string) (value string, present, known bool) {
+// ATTR{}: its value, whether the file exists, and whether that can be told
+// here: from the snapshot, else from k.Attr. An attribute the policy
+// writes is not known (iosched and udevd race to it). Trailing blanks are
+// trimmed, as udevd trims them.
+func (k Known) attrValue(d *sysfs.Device, attr string) (value string, present, known bool) {
 	attr = strings.Trim(attr, "/")
+	if name, ok := queueAttr(attr); ok && slices.Contains(k.Written, name) {
+		return "", false, false
+	}
+	if value, present, known = snapshotAttr(d, attr); known {
+		return value, present, known
+	}
+	if k.Attr == nil {
+		return "", false, false
+	}
+	v, present, err := k.Attr(attr)
+	if err != nil {
+		return "", false, false
+	}
+	return strings.TrimRight(v, " \t\n\r"), present, true
+}
+
+// snapshotAttr is attrValue from the snapshot alone.
+func snapshotAttr(d *sysfs.Device, attr string) (value string, present, known bool) {
 	optBool := func(b *bool) (string, bool, bool) {
 		if b == nil {
 			return "", false, false

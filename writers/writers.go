@@ -36,10 +36,14 @@ func Load(root string) (*Set, error) {
 	s := &Set{root: root}
 	paths, problems := listUdevRules(root)
 	s.Problems = append(s.Problems, problems...)
+	budget := int64(maxRulesTotal)
 	for _, p := range paths {
-		f, problems, err := readUdevFile(root, p)
+		f, problems, err := readUdevFile(root, p, &budget)
 		if err != nil {
 			s.Problems = append(s.Problems, err.Error())
+			if budget < 0 {
+				break
+			}
 			continue
 		}
 		s.Problems = append(s.Problems, problems...)
@@ -147,20 +151,41 @@ func (w Write) Describe() string {
 	return b.String()
 }
 
-// For returns the writes that could apply to disk d: the udev rules whose
-// conditions do not rule d out on an add or change event (following GOTO
-// and LABEL as udevd does), then the active tuned profile's disk units
-// that would take d.
-func (s *Set) For(d *sysfs.Device) []Write {
+// Known is what For may learn of a disk beyond its snapshot.
+type Known struct {
+	// Attr reads an attribute below the disk's sysfs directory, as
+	// udevd's ATTR{} and tuned's device filters do (rel as a rule writes
+	// it: "queue/rotational"); present is false when the file does not
+	// exist. An error means the value cannot be told here. nil: only the
+	// snapshot is known.
+	Attr func(rel string) (value string, present bool, err error)
+	// Written are the attributes the policy sets on the disk, as the
+	// policy names them (scheduler, read_ahead_kb, iosched/fifo_batch):
+	// a rule that tests one sees iosched's value or the one before,
+	// depending on who runs first, so its test is not known.
+	Written []string
+}
+
+// For returns the writes that could apply to disk d, as ForKnown does
+// from the snapshot alone.
+func (s *Set) For(d *sysfs.Device) []Write { return s.ForKnown(d, Known{}) }
+
+// ForKnown returns the writes that could apply to disk d: the udev rules
+// whose conditions do not rule d out on an add or change event (following
+// GOTO and LABEL as udevd does), then the active tuned profile's disk
+// units that would take d. A condition the snapshot does not decide is
+// decided from k when it can be; only what stays undecided is a Write's
+// Unknown.
+func (s *Set) ForKnown(d *sysfs.Device, k Known) []Write {
 	if s == nil {
 		return nil
 	}
 	var out []Write
 	for _, f := range s.udev {
-		out = append(out, f.writesFor(d)...)
+		out = append(out, f.writesFor(d, k)...)
 	}
 	for _, t := range s.tuned {
-		v, open := t.applies(d)
+		v, open := t.applies(d, k)
 		if v == fails {
 			continue
 		}
@@ -177,12 +202,12 @@ func (s *Set) For(d *sysfs.Device) []Write {
 // writesFor runs f's rules for d as udevd would on an add and on a change
 // event. A GOTO is taken only when its rule surely applies: when that is
 // not known, the rules it would skip are kept, since they may run.
-func (f *udevFile) writesFor(d *sysfs.Device) []Write {
+func (f *udevFile) writesFor(d *sysfs.Device, k Known) []Write {
 	type key struct{ rule, write int }
 	found := map[key]*Write{}
 	var order []key
 	for _, action := range []string{"add", "change"} {
-		ev := udevEvent{action: action, dev: d}
+		ev := udevEvent{action: action, dev: d, known: k}
 		for i := 0; i < len(f.rules); i++ {
 			r := f.rules[i]
 			v, open := r.eval(ev)
@@ -203,13 +228,8 @@ func (f *udevFile) writesFor(d *sysfs.Device) []Write {
 					}
 				}
 			}
-			if v == holds && r.gotoTo != "" {
-				for k := i + 1; k < len(f.rules); k++ {
-					if f.rules[k].label == r.gotoTo {
-						i = k - 1 // the label's rule runs next
-						break
-					}
-				}
+			if v == holds && r.gotoIdx > i {
+				i = r.gotoIdx - 1 // the label's rule runs next
 			}
 		}
 	}

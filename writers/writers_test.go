@@ -201,7 +201,7 @@ KERNEL==i"SD*", ATTR{queue/scheduler}="none"
 		t.Errorf("escaped quote: %q", m.value)
 	}
 	// i"..." ignores case: SD* matches sda.
-	if ws := (&udevFile{path: "x", rules: f.rules[len(f.rules)-1:]}).writesFor(hdd); len(ws) != 1 {
+	if ws := (&udevFile{path: "x", rules: f.rules[len(f.rules)-1:]}).writesFor(hdd, Known{}); len(ws) != 1 {
 		t.Errorf("KERNEL==i\"SD*\" on sda: %v", ws)
 	}
 }
