@@ -5,10 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/iosched/iosched/internal/safefile"
 )
 
 // libudev's monitor header (systemd src/libsystemd/sd-device/device-monitor.c
@@ -92,7 +93,9 @@ func UdevProperties(dir, majorMinor string) map[string]string {
 	if majorMinor == "" {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "b"+majorMinor))
+	// udevd's database entries are a few hundred bytes; a FIFO or a link
+	// to /dev/zero there must not hold up or swamp the disk's pass.
+	b, err := safefile.Read(filepath.Join(dir, "b"+majorMinor), 1<<20)
 	if err != nil {
 		return nil
 	}
