@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/atomicfile"
+	"github.com/iosched/iosched/internal/safefile"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -89,8 +90,11 @@ func Read(path string) (*File, error) {
 	return &f.File, nil
 }
 
-// readFile is the one read of an originals file.
-func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
+// readFile is the one read of an originals file: a record is iosched's own
+// file in its state directory, so a link, a FIFO (whose open would wait for
+// a writer for ever) or a device there is refused, not followed, and no
+// record is larger than a MiB (one disk's values are a few hundred bytes).
+func readFile(path string) ([]byte, error) { return safefile.ReadNoFollow(path, 1<<20) }
 
 // Write replaces the file at path with f whole (readers never see half of
 // it); sync makes it durable before it returns.

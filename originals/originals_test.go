@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iosched/iosched/internal/treetest"
 	"github.com/iosched/iosched/sysfs"
+	"golang.org/x/sys/unix"
 )
 
 // TestResettableWalksTheTable: every attribute the table says a scheduler
@@ -154,5 +156,33 @@ func writeFile(t *testing.T, p, s string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadRefusesWhatIsNotARecord: a FIFO where a record should be (whose
+// open would wait for a writer for ever, stopping the daemon's start), or a
+// link to /dev/zero (read until memory runs out), is an error at once that
+// names the file.
+func TestReadRefusesWhatIsNotARecord(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "probe-loop0.originals.json")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "originals.json")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, zero} {
+		done := make(chan error, 1)
+		go func() { _, err := Read(p); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), p) {
+				t.Errorf("Read(%s) = %v, want an error naming the file", p, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Read(%s) still blocked after 5 s", p)
+		}
 	}
 }
