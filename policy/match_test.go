@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -279,5 +280,24 @@ func TestEmbeddedPolicyDecisions(t *testing.T) {
 	// why, so `iosched plan` on this machine shows it.
 	if ev := p.Evaluate(vda()); len(ev.Matched) != 1 || !strings.Contains(ev.Matched[0], "single-queue") {
 		t.Errorf("vda matched %q, want exactly the single-queue rule", ev.Matched)
+	}
+}
+
+// TestEvaluateUntilStopsBetweenRules: the stop is asked before each rule,
+// and once it says yes no further rule is evaluated.
+func TestEvaluateUntilStopsBetweenRules(t *testing.T) {
+	var src strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&src, "[[rule]]\nname = \"r%d\"\n[rule.set]\nread_ahead_kb = %d\n", i, 128+4*i)
+	}
+	p := mustParse(t, src.String())
+	asked := 0
+	ev, done := p.EvaluateUntil(vda(), func() bool { asked++; return asked > 10 })
+	if done || asked != 11 || len(ev.Rules) != 10 {
+		t.Errorf("stopped at the 11th ask: done %v, asked %d, %d rules evaluated; want false, 11, 10", done, asked, len(ev.Rules))
+	}
+	ev, done = p.EvaluateUntil(vda(), func() bool { return false })
+	if !done || len(ev.Rules) != 50 || !reflect.DeepEqual(ev, p.Evaluate(vda())) {
+		t.Errorf("never stopped: done %v, %d rules; want the whole evaluation", done, len(ev.Rules))
 	}
 }

@@ -131,9 +131,22 @@ type Evaluation struct {
 // nr_requests, iosched/*, the rest); each names the last matching rule that
 // set it and, in Overrode, the earlier matching rules it replaced, in order.
 func (p *Policy) Evaluate(d *sysfs.Device) Evaluation {
+	ev, _ := p.EvaluateUntil(d, nil)
+	return ev
+}
+
+// EvaluateUntil is Evaluate, asking stop (when not nil) before each rule:
+// a policy of thousands of rules takes a while on each disk, and a daemon
+// told to stop must not finish them all first. When stop says yes it
+// returns false and an evaluation of the rules before, which must not be
+// used.
+func (p *Policy) EvaluateUntil(d *sysfs.Device, stop func() bool) (Evaluation, bool) {
 	ev := Evaluation{Rules: []RuleResult{}, Matched: []string{}, Settings: []Setting{}}
 	byAttr := map[string]int{} // attribute -> index in ev.Settings
 	for _, r := range p.Rules {
+		if stop != nil && stop() {
+			return ev, false
+		}
 		ok, reasons := r.Matches(d)
 		ev.Rules = append(ev.Rules, RuleResult{Rule: r.Name, Index: r.Index, Matched: ok, Reasons: reasons})
 		if !ok {
@@ -154,7 +167,7 @@ func (p *Policy) Evaluate(d *sysfs.Device) Evaluation {
 		}
 	}
 	sortSettings(ev.Settings)
-	return ev
+	return ev, true
 }
 
 // Needs is what a disk must be read for to evaluate and plan this policy:
