@@ -107,6 +107,11 @@ type Config struct {
 	privateNetNS func() (bool, string)
 	// restoreTarget, when set, wraps what the restore at stop writes to.
 	restoreTarget func(apply.QueueAttrs) apply.QueueAttrs
+	// probeStep, when set, is called as a probe goes: "queued" (in the
+	// pass that queued it, before that pass writes), "waiting for the
+	// pass" (the probe's goroutine, before it waits for that pass to
+	// end), "measuring" (passes now skip the disk).
+	probeStep func(name, step string)
 }
 
 // Daemon keeps disks on their policy. Make one with New, run it with Run.

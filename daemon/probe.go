@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -250,30 +249,54 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, name, rule string, pr *policy.P
 	if err != nil {
 		d.log.Warn("looking up remembered probe results", "device", name, "error", err)
 	}
+	// This is the disk's pass, before its writes: the probe starts only
+	// once the pass has returned, so the interim settings are written
+	// first (a probe measuring the disk would make the pass skip them).
+	passOver := d.queue.passOver(name)
 	d.probes.mu.Lock()
-	defer d.probes.mu.Unlock()
 	if old := d.probes.disks[name]; old != nil {
+		d.probes.mu.Unlock()
 		return old // another pass of the disk got there first (cannot: one pass a disk at a time; kept safe)
 	}
 	d.probes.disks[name] = dp
+	queued := false
 	if dp.report == nil && !d.stopping.Load() {
 		ctx, cancel := context.WithCancel(d.passCtx)
 		dp.cancel = cancel
 		d.probes.wg.Add(1)
 		slots := d.probes.slots
-		go d.runProbe(ctx, dp, name, rule, opts, pr.MaxAge, runner, slots)
+		go d.runProbe(ctx, dp, name, rule, opts, pr.MaxAge, runner, slots, passOver)
+		queued = true
+	}
+	d.probes.mu.Unlock()
+	if queued {
 		d.log.Info("probe queued; interim settings applied", "device", name, "rule", rule, "interim", dp.state.Interim, "budget", opts.Budget())
+		d.probeStep(name, "queued")
 	}
 	d.markChanged()
 	return dp
 }
 
-// runProbe probes the disk when a slot (probe_concurrency) and the budget
-// allow and the disk is idle, remembers the result, and has a pass apply the
-// winner. ctx ends on a reload, the disk's removal, or a stop; the probe
-// then restores what it changed.
-func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string, o probe.Options, maxAge time.Duration, runner *probe.Runner, slots chan struct{}) {
+// probeStep tells a test's Config.probeStep where a probe of the disk is.
+func (d *Daemon) probeStep(name, step string) {
+	if d.cfg.probeStep != nil {
+		d.cfg.probeStep(name, step)
+	}
+}
+
+// runProbe probes the disk when the pass that queued it is over (passOver),
+// a slot (probe_concurrency) and the budget allow and the disk is idle,
+// remembers the result, and has a pass apply the winner. ctx ends on a
+// reload, the disk's removal, or a stop; the probe then restores what it
+// changed.
+func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string, o probe.Options, maxAge time.Duration, runner *probe.Runner, slots chan struct{}, passOver <-chan struct{}) {
 	defer d.probes.wg.Done()
+	d.probeStep(name, "waiting for the pass")
+	select {
+	case <-passOver:
+	case <-ctx.Done():
+		return
+	}
 	// update changes the disk's state unless its probe was cancelled
 	// (the entry replaced or dropped).
 	update := func(f func()) bool {
@@ -320,9 +343,12 @@ func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string,
 			return
 		}
 		d.markChanged()
-		// Passes now skip the disk; wait for one already running.
-		for slices.Contains(d.queue.busy(), name) && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
+		d.probeStep(name, "measuring")
+		// Passes now skip the disk; one that started before may be
+		// writing it.
+		select {
+		case <-d.queue.passOver(name):
+		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
 			// Stopped while a pass may still be writing the disk:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,8 +93,31 @@ func TestProbeSeededWithoutProbing(t *testing.T) {
 // made at once, its scheduler as the interim value, and the probe is
 // queued; here it is refused (the fake tree cannot be probed), so
 // the interim settings stay and the state says why.
+//
+// The pass that queues the probe is held, before its writes, until the
+// probe's goroutine has gone as far as it can on its own: waiting for that
+// pass to end, or (were it to start at once) measuring the disk, which
+// would make the pass skip its writes.
 func TestProbePendingInterim(t *testing.T) {
-	r, _ := fakeDaemon(t, fakeProbePolicy(""), "loop20000")
+	ran := make(chan struct{})
+	var once sync.Once
+	r, _ := fakeDaemonWith(t, fakeProbePolicy(""), func(c *Config) {
+		c.probeStep = func(name, step string) {
+			switch step {
+			case "queued":
+				<-ran
+			default:
+				once.Do(func() { close(ran) })
+			}
+		}
+	}, "loop20000")
+	// The start's scan made them, not a pass after the probe.
+	r.d.mu.Lock()
+	scan := *r.d.report.scan
+	r.d.mu.Unlock()
+	if scan.Reason != "start" || scan.Writes != 2 {
+		t.Fatalf("the %s scan wrote %d settings, want the start's to write the interim scheduler and nr_requests", scan.Reason, scan.Writes)
+	}
 	if got, nr := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); got != "kyber" || nr != "64" {
 		t.Fatalf("after the start: scheduler %s nr_requests %s, want the interim kyber and 64", got, nr)
 	}

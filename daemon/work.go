@@ -88,6 +88,8 @@ type slot struct {
 	busy   bool // a pass is running
 	next   job  // owed once the current pass (if any) is done
 	dirty  bool // next was asked for while busy
+	// over, made on demand, is closed when the running pass returns.
+	over chan struct{}
 }
 
 // queue runs passes: different disks in parallel, up to limit at once, one
@@ -164,6 +166,10 @@ func (q *queue) work() {
 
 		q.mu.Lock()
 		s.busy = false
+		if s.over != nil {
+			close(s.over)
+			s.over = nil
+		}
 		if s.dirty {
 			s.dirty, s.queued = false, true
 			q.pending = append(q.pending, name)
@@ -205,6 +211,30 @@ func (q *queue) busy() []string {
 	sort.Strings(names)
 	return names
 }
+
+// passOver returns a channel closed once the pass of name running now, if
+// any, has returned: its writes are done, its lock on the disk released. It
+// is closed already when none runs. A probe waits on it (probe.go) so that
+// it never switches a scheduler under a pass, nor keeps a pass from writing.
+func (q *queue) passOver(name string) <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.slots[name]
+	if s == nil || !s.busy {
+		return alreadyClosed
+	}
+	if s.over == nil {
+		s.over = make(chan struct{})
+	}
+	return s.over
+}
+
+// alreadyClosed is a channel closed from the start.
+var alreadyClosed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // close stops starting passes, releases whoever waits for the ones that will
 // not run, and returns a channel closed once the passes in flight are done.
