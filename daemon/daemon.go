@@ -544,7 +544,7 @@ func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool
 		d.log.Warn("uevent_source changes take effect when the daemon restarts", "running", d.ueventSource(old))
 	}
 	d.setPolicy(pol)
-	d.probes.reset(pol.Daemon.ProbeConcurrency)
+	d.probes.reload(pol)
 	d.useMetrics(pol)
 	d.noteReload(true, nil, requests)
 	d.metrics.Reloaded(nil)

@@ -3,6 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,8 +41,9 @@ type probes struct {
 	mu    sync.Mutex
 	disks map[string]*diskProbe
 	// slots bounds the probes running at once (probe_concurrency); a
-	// reload makes a new one, the cancelled probes release the old.
-	slots chan struct{}
+	// reload that changes it makes a new one (and cancels every probe:
+	// they release the old).
+	slots semaphore
 	// measuring holds, by disk, the probe switching its scheduler, one at
 	// most: a channel closed once it has restored what it changed. It
 	// outlives a reset, as a cancelled probe is still restoring.
@@ -55,13 +59,15 @@ type diskProbe struct {
 	state  statefile.ProbeState
 	report *probe.Report // the decision, once there is one
 	cancel context.CancelFunc
+	// run is its probe while queued or running, nil once it has ended.
+	run *probeRun
 }
 
 func (p *probes) init(concurrency int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.disks = map[string]*diskProbe{}
-	p.slots = make(chan struct{}, max(concurrency, 1))
+	p.slots = newSemaphore(concurrency)
 	if p.measuring == nil {
 		p.measuring = map[string]chan struct{}{}
 	}
@@ -142,6 +148,38 @@ func (p *probes) reset(concurrency int) {
 	p.init(concurrency)
 }
 
+// reload takes a new policy. A probe queued or running goes on when pol
+// gives its disk the same probe: the same rule, [rule.probe],
+// probe_results and probe_concurrency (a reload that changes only other
+// settings must not start a probe of minutes over). Every other probe is
+// cancelled, and every decision forgotten: the re-plan looks them up again.
+func (p *probes) reload(pol *policy.Policy) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sameSlots := cap(p.slots) == max(pol.Daemon.ProbeConcurrency, 1)
+	kept := map[string]*diskProbe{}
+	for name, dp := range p.disks {
+		if dp.run != nil && sameSlots && dp.run.stillHolds(pol) {
+			kept[name] = dp
+			continue
+		}
+		if dp.cancel != nil {
+			dp.cancel()
+		}
+	}
+	p.disks = kept
+	if !sameSlots {
+		p.slots = newSemaphore(pol.Daemon.ProbeConcurrency)
+	}
+}
+
+// ended notes that the disk's probe is over: a reload no longer keeps it.
+func (p *probes) ended(dp *diskProbe) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	dp.run = nil
+}
+
 // stop cancels every probe and waits, at most timeout, for them to
 // restore their disks' settings.
 func (p *probes) stop(timeout time.Duration) bool {
@@ -212,7 +250,7 @@ func (d *Daemon) withProbe(pol *policy.Policy, dev *sysfs.Device, ev policy.Eval
 	dp := d.probes.disks[name]
 	d.probes.mu.Unlock()
 	if dp == nil {
-		dp = d.lookUpProbe(pol, name, rule, pr, ev)
+		dp = d.lookUpProbe(pol, dev, rule, pr, ev)
 	}
 	d.probes.mu.Lock()
 	rep := dp.report
@@ -226,7 +264,8 @@ func (d *Daemon) withProbe(pol *policy.Policy, dev *sysfs.Device, ev policy.Eval
 // lookUpProbe finds the disk's remembered or seeded decision, else queues
 // its probe. It reads the disk whole (the result's key: model, size, queues),
 // once per disk and policy.
-func (d *Daemon) lookUpProbe(pol *policy.Policy, name, rule string, pr *policy.Probe, ev policy.Evaluation) *diskProbe {
+func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string, pr *policy.Probe, ev policy.Evaluation) *diskProbe {
+	name := dev.Name
 	dp := &diskProbe{state: statefile.ProbeState{Rule: rule, Status: "pending", Since: time.Now()}}
 	for _, s := range ev.Settings {
 		if s.Attribute == schedulerAttr {
@@ -259,14 +298,18 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, name, rule string, pr *policy.P
 		return old // another pass of the disk got there first (cannot: one pass a disk at a time; kept safe)
 	}
 	d.probes.disks[name] = dp
-	queued := false
-	if dp.report == nil && !d.stopping.Load() {
+	queued := dp.report == nil && !d.stopping.Load()
+	if queued {
 		ctx, cancel := context.WithCancel(d.passCtx)
 		dp.cancel = cancel
+		facts := *dev // the pass goes on with dev: the values are copied
+		facts.Tunables, facts.IOSched = maps.Clone(dev.Tunables), maps.Clone(dev.IOSched)
+		dp.run = &probeRun{
+			d: d, ctx: ctx, dp: dp, name: name, rule: rule, probe: pr, opts: opts, runner: runner,
+			slots: d.probes.slots, results: pol.Daemon.ProbeResults, facts: &facts,
+		}
 		d.probes.wg.Add(1)
-		slots := d.probes.slots
-		go d.runProbe(ctx, dp, name, rule, opts, pr.MaxAge, runner, slots, passOver)
-		queued = true
+		go dp.run.run(passOver)
 	}
 	d.probes.mu.Unlock()
 	if queued {
@@ -284,165 +327,238 @@ func (d *Daemon) probeStep(name, step string) {
 	}
 }
 
-// runProbe probes the disk when the pass that queued it is over (passOver),
-// a slot (probe_concurrency) and the budget allow and the disk is idle,
-// remembers the result, and has a pass apply the winner. ctx ends on a
-// reload, the disk's removal, or a stop; the probe then restores what it
+// probeRun is one queued probe of a disk: what it was queued for, and
+// where it reports.
+type probeRun struct {
+	d      *Daemon
+	ctx    context.Context // ends on a reload that changes it, the disk's removal, or a stop
+	dp     *diskProbe
+	name   string
+	rule   string
+	probe  *policy.Probe
+	opts   probe.Options
+	runner *probe.Runner
+	slots  semaphore
+	// results are the probe_results it was queued with (its runner's
+	// seeds), facts the disk as the pass that queued it read it: what a
+	// reload tests to tell whether the probe still holds.
+	results []string
+	facts   *sysfs.Device
+}
+
+// stillHolds reports whether pol gives the disk the probe r was queued for.
+func (r *probeRun) stillHolds(pol *policy.Policy) bool {
+	pr, rule := pol.ProbeFor(r.facts)
+	return pr != nil && rule == r.rule && reflect.DeepEqual(*pr, *r.probe) && slices.Equal(pol.Daemon.ProbeResults, r.results)
+}
+
+// run probes the disk once the pass that queued it is over (passOver),
+// again after probeRetry while the disk is busy, remembers the result, and
+// has a pass apply the winner. When ctx ends the probe restores what it
 // changed.
-func (d *Daemon) runProbe(ctx context.Context, dp *diskProbe, name, rule string, o probe.Options, maxAge time.Duration, runner *probe.Runner, slots chan struct{}, passOver <-chan struct{}) {
-	defer d.probes.wg.Done()
-	d.probeStep(name, "waiting for the pass")
+func (r *probeRun) run(passOver <-chan struct{}) {
+	defer r.d.probes.wg.Done()
+	defer r.d.probes.ended(r.dp)
+	r.d.probeStep(r.name, "waiting for the pass")
 	select {
 	case <-passOver:
-	case <-ctx.Done():
+	case <-r.ctx.Done():
 		return
 	}
-	// update changes the disk's state unless its probe was cancelled
-	// (the entry replaced or dropped).
-	update := func(f func()) bool {
-		d.probes.mu.Lock()
-		defer d.probes.mu.Unlock()
-		if d.probes.disks[name] != dp || ctx.Err() != nil {
-			return false
-		}
-		f()
-		dp.state.Since = time.Now()
-		// The state file shows it now, not at the disk's next pass:
-		// that pass may be held back (a restore still waiting for the
-		// disk holds its lock).
-		d.markChanged()
-		return true
-	}
-	for {
+	for r.attempt() {
 		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		budget := d.policy.Load().Daemon.ProbeBudget
-		need := o.Budget()
-		d.probes.mu.Lock()
-		over := budget > 0 && d.probes.spent+need > budget
-		spent := d.probes.spent
-		d.probes.mu.Unlock()
-		if over {
-			<-slots
-			if update(func() { dp.state.Status = "budget" }) {
-				d.log.Warn("probe_budget spent; the interim settings stay", "device", name, "rule", rule, "spent", spent, "needs", need, "budget", budget)
-				d.markChanged()
-			}
-			return
-		}
-		if !d.probes.startMeasuring(ctx, name) {
-			<-slots
-			return
-		}
-		if !update(func() { dp.state.Status = "running" }) {
-			d.probes.endMeasuring(name)
-			<-slots
-			return
-		}
-		d.markChanged()
-		d.probeStep(name, "measuring")
-		// Passes now skip the disk; one that started before may be
-		// writing it.
-		select {
-		case <-d.queue.passOver(name):
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			// Stopped while a pass may still be writing the disk:
-			// probing now could switch its scheduler at the same time.
-			d.probes.endMeasuring(name)
-			d.log.Info("probe cancelled before it started", "device", name, "rule", rule)
-			<-slots
-			d.probes.mu.Lock()
-			dp.state.Status = "cancelled"
-			d.probes.mu.Unlock()
-			d.queue.kick(name, full, nil, nil)
-			return
-		}
-		d.log.Info("probe started", "device", name, "rule", rule, "budget", need)
-		start := time.Now()
-		rep, err := runner.Probe(ctx, name, o, false, maxAge)
-		took := time.Since(start)
-		if done := rep.RestoreDone(); done != nil {
-			// Its restore still waits for the disk (a switch waits for
-			// the reads the disk does not answer): the disk stays the
-			// probe's until it ends, and the passes skipped meanwhile
-			// are owed then.
-			go func() {
-				<-done
-				d.probes.endMeasuring(name)
-				d.queue.kick(name, full, nil, nil)
-			}()
-		} else {
-			d.probes.endMeasuring(name)
-		}
-		d.probes.mu.Lock()
-		d.probes.spent += took
-		d.probes.mu.Unlock()
-
-		var ref *probe.Refusal
-		if err != nil && rep != nil && rep.Winner != "" && ctx.Err() == nil {
-			// Measured and decided, but something failed after (the
-			// result not remembered: probes.json could not be
-			// written): the decision holds until the next start.
-			d.log.Error("the probe decided, then failed", "device", name, "error", err)
-			err = nil
-		}
-		switch {
-		case (ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted)) && errors.Is(err, probe.ErrRestorePending):
-			d.log.Warn("probe cancelled; the disk's settings are not back yet", "device", name, "rule", rule, "error", err)
-			<-slots
-			d.probes.mu.Lock()
-			dp.state.Status = "cancelled"
-			d.probes.mu.Unlock()
-			return
-		case ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted):
-			d.log.Info("probe cancelled; the disk's settings were restored", "device", name, "rule", rule)
-			<-slots // each slot is given back after its probe's outcome is logged
-			d.probes.mu.Lock()
-			dp.state.Status = "cancelled"
-			d.probes.mu.Unlock()
-			// The passes skipped while it restored (a reload's
-			// re-plan) are owed.
-			d.queue.kick(name, full, nil, nil)
-			return
-		case err == nil:
-			from := rep.From
-			if from == "" {
-				from = "probed " + time.Now().UTC().Format(time.RFC3339)
-			}
-			update(func() {
-				dp.report = rep
-				dp.state.Status, dp.state.Winner, dp.state.Provenance, dp.state.From = "decided", rep.Winner, rep.Provenance, from
-			})
-			d.recordProbe(name, rep)
-			d.log.Info("probe decided", "device", name, "rule", rule, "winner", rep.Winner, "provenance", rep.Provenance, "took", took.Round(time.Millisecond))
-			<-slots
-			d.queue.kick(name, full, nil, nil)
-			return
-		case errors.As(err, &ref) && ref.Busy:
-			update(func() { dp.state.Status, dp.state.Error = "pending", ref.Reason })
-			d.log.Info("probe postponed: the disk is busy", "device", name, "reason", ref.Reason, "retry_in", d.probes.retry)
-			<-slots
-			d.queue.kick(name, settingsOnly, nil, nil) // the settings held while it ran
-			select {
-			case <-time.After(d.probes.retry):
-			case <-ctx.Done():
-				return
-			}
-		default:
-			status := "failed"
-			if ref != nil {
-				status = "refused"
-			}
-			update(func() { dp.state.Status, dp.state.Error = status, err.Error() })
-			d.log.Warn("probe "+status+"; the interim settings stay", "device", name, "rule", rule, "error", err)
-			<-slots
-			d.queue.kick(name, full, nil, nil)
+		case <-time.After(r.d.probes.retry):
+		case <-r.ctx.Done():
 			return
 		}
 	}
 }
+
+// attempt probes the disk once; it reports whether to try again later
+// (the disk was busy). The slot is given back after the outcome is logged.
+func (r *probeRun) attempt() (again bool) {
+	release, ok := r.acquire()
+	if !ok {
+		return false
+	}
+	defer release()
+	rep, took, err := r.measure()
+	return r.record(rep, took, err)
+}
+
+// acquire takes a slot (probe_concurrency), checks the budget, and takes
+// the disk from the passes: once it returns true they skip the disk, and
+// none is writing it. It returns the slot's release.
+func (r *probeRun) acquire() (release func(), ok bool) {
+	d := r.d
+	if !r.slots.acquire(r.ctx) {
+		return nil, false
+	}
+	defer func() {
+		if !ok {
+			r.slots.release()
+		}
+	}()
+	budget := d.policy.Load().Daemon.ProbeBudget
+	need := r.opts.Budget()
+	d.probes.mu.Lock()
+	over := budget > 0 && d.probes.spent+need > budget
+	spent := d.probes.spent
+	d.probes.mu.Unlock()
+	if over {
+		if r.update(func() { r.dp.state.Status = "budget" }) {
+			d.log.Warn("probe_budget spent; the interim settings stay", "device", r.name, "rule", r.rule, "spent", spent, "needs", need, "budget", budget)
+		}
+		return nil, false
+	}
+	if !d.probes.startMeasuring(r.ctx, r.name) {
+		return nil, false
+	}
+	if !r.update(func() { r.dp.state.Status = "running" }) {
+		d.probes.endMeasuring(r.name)
+		return nil, false
+	}
+	d.probeStep(r.name, "measuring")
+	// Passes now skip the disk; one that started before may be writing
+	// it.
+	select {
+	case <-d.queue.passOver(r.name):
+	case <-r.ctx.Done():
+	}
+	if r.ctx.Err() != nil {
+		// Stopped while a pass may still be writing the disk: probing
+		// now could switch its scheduler at the same time.
+		d.probes.endMeasuring(r.name)
+		d.log.Info("probe cancelled before it started", "device", r.name, "rule", r.rule)
+		r.cancelled()
+		return nil, false
+	}
+	return r.slots.release, true
+}
+
+// measure probes the disk and gives it back to the passes once the probe
+// has restored what it changed, which may be after measure returns: a
+// restore still waiting for the disk (a switch waits for the reads the disk
+// does not answer) keeps it, and the passes skipped meanwhile are owed
+// then.
+func (r *probeRun) measure() (*probe.Report, time.Duration, error) {
+	d := r.d
+	d.log.Info("probe started", "device", r.name, "rule", r.rule, "budget", r.opts.Budget())
+	start := time.Now()
+	rep, err := r.runner.Probe(r.ctx, r.name, r.opts, false, r.probe.MaxAge)
+	took := time.Since(start)
+	if done := rep.RestoreDone(); done != nil {
+		go func() {
+			<-done
+			d.probes.endMeasuring(r.name)
+			d.queue.kick(r.name, full, nil, nil)
+		}()
+	} else {
+		d.probes.endMeasuring(r.name)
+	}
+	d.probes.mu.Lock()
+	d.probes.spent += took
+	d.probes.mu.Unlock()
+	return rep, took, err
+}
+
+// record logs the probe's outcome, keeps its decision, and asks for the
+// pass that applies it (or the settings held while it ran). It reports
+// whether to try again later: the disk was busy.
+func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (again bool) {
+	d, ctx := r.d, r.ctx
+	var ref *probe.Refusal
+	if err != nil && rep != nil && rep.Winner != "" && ctx.Err() == nil {
+		// Measured and decided, but something failed after (the
+		// result not remembered: probes.json could not be written):
+		// the decision holds until the next start.
+		d.log.Error("the probe decided, then failed", "device", r.name, "error", err)
+		err = nil
+	}
+	switch {
+	case (ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted)) && errors.Is(err, probe.ErrRestorePending):
+		d.log.Warn("probe cancelled; the disk's settings are not back yet", "device", r.name, "rule", r.rule, "error", err)
+		r.d.probes.mu.Lock()
+		r.dp.state.Status = "cancelled"
+		r.d.probes.mu.Unlock()
+		// The pass owed is asked for once the restore ends (measure).
+		return false
+	case ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted):
+		d.log.Info("probe cancelled; the disk's settings were restored", "device", r.name, "rule", r.rule)
+		// The passes skipped while it restored (a reload's re-plan)
+		// are owed.
+		r.cancelled()
+		return false
+	case err == nil:
+		from := rep.From
+		if from == "" {
+			from = "probed " + time.Now().UTC().Format(time.RFC3339)
+		}
+		r.update(func() {
+			r.dp.report = rep
+			r.dp.state.Status, r.dp.state.Winner, r.dp.state.Provenance, r.dp.state.From = "decided", rep.Winner, rep.Provenance, from
+		})
+		d.recordProbe(r.name, rep)
+		d.log.Info("probe decided", "device", r.name, "rule", r.rule, "winner", rep.Winner, "provenance", rep.Provenance, "took", took.Round(time.Millisecond))
+		d.queue.kick(r.name, full, nil, nil)
+		return false
+	case errors.As(err, &ref) && ref.Busy:
+		r.update(func() { r.dp.state.Status, r.dp.state.Error = "pending", ref.Reason })
+		d.log.Info("probe postponed: the disk is busy", "device", r.name, "reason", ref.Reason, "retry_in", d.probes.retry)
+		d.queue.kick(r.name, settingsOnly, nil, nil) // the settings held while it ran
+		return true
+	default:
+		status := "failed"
+		if ref != nil {
+			status = "refused"
+		}
+		r.update(func() { r.dp.state.Status, r.dp.state.Error = status, err.Error() })
+		d.log.Warn("probe "+status+"; the interim settings stay", "device", r.name, "rule", r.rule, "error", err)
+		d.queue.kick(r.name, full, nil, nil)
+		return false
+	}
+}
+
+// cancelled marks the probe cancelled and asks for the pass owed to the
+// disk: those skipped while the probe held it.
+func (r *probeRun) cancelled() {
+	r.d.probes.mu.Lock()
+	r.dp.state.Status = "cancelled"
+	r.d.probes.mu.Unlock()
+	r.d.queue.kick(r.name, full, nil, nil)
+}
+
+// update changes the disk's probe state unless its probe was cancelled
+// (the entry replaced or dropped), and reports whether it did.
+func (r *probeRun) update(f func()) bool {
+	p := &r.d.probes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.disks[r.name] != r.dp || r.ctx.Err() != nil {
+		return false
+	}
+	f()
+	r.dp.state.Since = time.Now()
+	// The state file shows it now, not at the disk's next pass: that
+	// pass may be held back (a restore still waiting for the disk holds
+	// its lock).
+	r.d.markChanged()
+	return true
+}
+
+// semaphore bounds how many probes run at once (probe_concurrency).
+type semaphore chan struct{}
+
+func newSemaphore(n int) semaphore { return make(semaphore, max(n, 1)) }
+
+// acquire takes a slot, or returns false when ctx ends first.
+func (s semaphore) acquire(ctx context.Context) bool {
+	select {
+	case s <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s semaphore) release() { <-s }

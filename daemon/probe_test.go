@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -197,5 +198,90 @@ func TestProbesCancel(t *testing.T) {
 	p.cancel("loop20000")
 	if ctx.Err() == nil || p.state("loop20000") != nil {
 		t.Error("the probe of a forgotten disk goes on")
+	}
+}
+
+// probedPolicy is fakeProbePolicy with read_ahead_kb and the probe's
+// duration as given.
+func probedPolicy(readAheadKB int, duration string) string {
+	return fmt.Sprintf(`
+[[rule]]
+name = "probed"
+[rule.match]
+name = ["loop20000"]
+[rule.set]
+scheduler = "kyber"
+nr_requests = 64
+read_ahead_kb = %d
+[rule.probe]
+candidates = ["none", "mq-deadline"]
+engine = "psync"
+duration = %q
+rounds = 1
+`, readAheadKB, duration)
+}
+
+// reload writes policyText, sends SIGHUP, and waits until the reload has
+// re-planned every disk (the seq-th since the start).
+func (r *running) reload(t *testing.T, policyText string, seq int) {
+	t.Helper()
+	writeFile(t, r.policy, policyText)
+	r.signals <- syscall.SIGHUP
+	waitFor(t, 5*time.Second, fmt.Sprintf("reload %d to re-plan every disk", seq), func() bool {
+		r.d.mu.Lock()
+		defer r.d.mu.Unlock()
+		last := r.d.report.lastReload()
+		return last != nil && last.Seq == seq && last.OK && last.Done
+	})
+}
+
+// TestReloadKeepsAnUnchangedProbe: reloads that change none of a disk's
+// probe settings leave its running probe alone; one that changes them
+// cancels it and probes the disk again under the new ones.
+func TestReloadKeepsAnUnchangedProbe(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	measured := 0
+	r, _ := fakeDaemonWith(t, probedPolicy(128, "100ms"), func(c *Config) {
+		c.probeStep = func(name, step string) {
+			if step != "measuring" {
+				return
+			}
+			mu.Lock()
+			measured++
+			first := measured == 1
+			mu.Unlock()
+			if first {
+				<-release // the first probe holds the disk until the reloads are done
+			}
+		}
+	}, "loop20000")
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // before the daemon's stop, on a failure
+	waitFor(t, 5*time.Second, "the probe to hold the disk", func() bool { return r.d.probes.holds("loop20000") })
+	for i := 1; i <= 10; i++ {
+		r.reload(t, probedPolicy(128+4*i, "100ms"), i)
+	}
+	r.d.probes.mu.Lock()
+	dp := r.d.probes.disks["loop20000"]
+	kept := dp != nil && dp.run != nil && dp.run.ctx.Err() == nil
+	r.d.probes.mu.Unlock()
+	if !kept {
+		t.Fatal("reloads that changed only read_ahead_kb cancelled the running probe")
+	}
+	r.reload(t, probedPolicy(128, "200ms"), 11)
+	if dp.run.ctx.Err() == nil {
+		t.Fatal("a reload that changed the probe's duration left the running probe")
+	}
+	letGo()
+	waitFor(t, 5*time.Second, "the new probe's outcome in the state file", func() bool {
+		ds := r.state(t).Disks["loop20000"]
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "refused"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if measured != 2 {
+		t.Errorf("the disk was probed %d times, want 2: the first, cancelled by the reload that changed the duration, and the one after", measured)
 	}
 }
