@@ -135,7 +135,7 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 
 	names := make([]string, 0, len(st.Disks))
 	for n, d := range st.Disks {
-		if all || len(d.Rules) > 0 || d.LastError != nil || len(d.Refused) > 0 {
+		if all || len(d.Rules) > 0 || d.LastError != nil || len(d.Refused) > 0 || len(d.InFlight) > 0 {
 			names = append(names, n)
 		}
 	}
@@ -171,6 +171,9 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 		}
 		if p := d.Probe; p != nil {
 			fmt.Fprintf(w, "%s: %s\n", n, probeStatus(p))
+		}
+		for _, f := range d.InFlight {
+			fmt.Fprintf(w, "%s: write in flight since %s: %s (the disk has not answered it yet)\n", n, f.Since.Local().Format(stamp), f.What)
 		}
 		if e := d.LastError; e != nil {
 			fmt.Fprintf(w, "%s: error at %s: %s\n", n, e.At.Local().Format(stamp), e.Message)

@@ -119,7 +119,8 @@ func TestStatusShowsTheDaemon(t *testing.T) {
 
 // What keeps the daemon from doing all its job shows: a failure to save the
 // original values, disks whose originals are unknown, records moved aside
-// as unreadable, warnings, refused writes. Before, a failed save left "last
+// as unreadable, warnings, refused writes, writes still in the kernel (on
+// a disk no rule manages any more too). Before, a failed save left "last
 // error: none", and an unreadable probe record was deleted unseen.
 func TestStatusShowsFaults(t *testing.T) {
 	dir := t.TempDir()
@@ -133,6 +134,7 @@ func TestStatusShowsFaults(t *testing.T) {
 		Disks: map[string]*statefile.DiskState{
 			"loop20000": {Class: "loop", Rules: []string{"loops"}, Refused: []statefile.Refusal{
 				{Attribute: "nr_requests", Value: "100000", Error: "write: invalid argument", Since: at, Retry: at.Add(time.Minute)}}},
+			"loop20002": {InFlight: []statefile.InFlight{{What: "restore", Since: at}}},
 		},
 	}
 	writeState(t, dir, st)
@@ -146,6 +148,7 @@ func TestStatusShowsFaults(t *testing.T) {
 		"original values records unreadable, moved aside (nothing was restored from them; check those disks by hand): /var/lib/iosched/probe-vda.originals.json.unreadable-20250301T120000.000000000Z",
 		"warning: uevent_source is udev, but no udevd runs",
 		"loop20000: nr_requests=100000 refused since 2025-03-01 12:00:00 (write: invalid argument); next try 2025-03-01 12:01:00",
+		"loop20002: write in flight since 2025-03-01 12:00:00: restore (the disk has not answered it yet)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)

@@ -18,6 +18,7 @@ import (
 	"github.com/iosched/iosched/devnode"
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/gomaxprocs"
+	"github.com/iosched/iosched/internal/inflight"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/policy"
@@ -153,6 +154,10 @@ type Daemon struct {
 	// procs raises GOMAXPROCS while probes whose engine asks for more
 	// goroutines run (probe.Runner.Procs): the process's, so the daemon's.
 	procs gomaxprocs.Raiser
+	// inFlight lists the writes left to finish on their own (a probe's
+	// switch or restore, a restore at stop, on a disk that does not
+	// answer), for the state file and the stop's log.
+	inFlight *inflight.Writes
 
 	metrics        *metrics.Recorder // counts for the metrics file and status
 	metricsWriting bool              // the writer task runs; the loop's
@@ -241,6 +246,7 @@ func New(cfg Config) (*Daemon, error) {
 		metrics:   metrics.New(metrics.Options{Version: cfg.Version}),
 		locks:     disklock.New(cfg.LockFile),
 	}
+	d.inFlight = inflight.New(d.markChanged)
 	d.probes.retry = cfg.probeRetry
 	d.probes.init(policy.DefaultProbeConcurrency)
 	d.queue = newQueue(cfg.Parallel, d.pass)
@@ -591,6 +597,9 @@ func (d *Daemon) stop() error {
 	d.follow.stopGraces() // no pass is asked for after Run
 	if d.policy.Load().Daemon.RestoreOnExit && d.orig != nil {
 		d.restore(writing)
+	}
+	for _, w := range d.inFlight.All() {
+		d.log.Warn("left at stop: a write still in the kernel (the disk has not answered); it finishes on its own", "device", w.Disk, "write", w.What, "since", w.Since.Format(time.RFC3339))
 	}
 	if err := os.Remove(statefile.Path(d.cfg.RuntimeDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		d.log.Warn("removing the state file", "error", err)

@@ -618,8 +618,32 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	if !r.otherProcessLocks(t).Held("loop20000") {
 		t.Error("loop20000's lock was let go while its restore write waits")
 	}
+	if left := r.d.inFlight.All(); len(left) != 1 || left[0].Disk != "loop20000" || left[0].What != "restore" {
+		t.Errorf("writes left in flight: %+v, want loop20000's restore", left)
+	}
+	if len(r.log.lines("level=WARN", "left at stop", "device=loop20000", "write=restore")) != 1 {
+		t.Errorf("the stop's log does not name the write it left")
+	}
 	unblock() // the disk answers: the write returns, and the lock is let go
-	waitFor(t, 5*time.Second, "loop20000's lock to be let go", func() bool { return !r.otherProcessLocks(t).Held("loop20000") })
+	waitFor(t, 5*time.Second, "loop20000's lock to be let go and its write no longer in flight", func() bool {
+		return !r.otherProcessLocks(t).Held("loop20000") && len(r.d.inFlight.All()) == 0
+	})
+}
+
+// A write left in flight shows in the state file, under its disk, until it
+// returns.
+func TestInFlightWriteInState(t *testing.T) {
+	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
+	returned := r.d.inFlight.Add("loop20000", "scheduler bfq")
+	waitFor(t, 5*time.Second, "the write in flight in the state file", func() bool {
+		ds := r.state(t).Disks["loop20000"]
+		return ds != nil && len(ds.InFlight) == 1 && ds.InFlight[0].What == "scheduler bfq" && len(ds.Settings) > 0
+	})
+	returned()
+	waitFor(t, 5*time.Second, "the write to leave the state file", func() bool {
+		ds := r.state(t).Disks["loop20000"]
+		return ds != nil && len(ds.InFlight) == 0
+	})
 }
 
 // wantRemembered checks that the originals file keeps the original values

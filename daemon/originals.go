@@ -439,7 +439,8 @@ collect:
 		// lock is let go when its write returns, not before.
 		pending := map[string]func(){}
 		for name := range waiting {
-			pending[name] = releases[name]
+			release, returned := releases[name], d.inFlight.Add(name, "restore")
+			pending[name] = func() { release(); returned() }
 			delete(releases, name)
 		}
 		go func() {

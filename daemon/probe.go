@@ -226,7 +226,7 @@ func (d *Daemon) recoverProbes() {
 
 func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
 	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Locks: d.locks, Store: probe.OpenStore(d.cfg.StateDir, pol.Daemon.ProbeResults),
-		Procs: d.procs.Raise}
+		Procs: d.procs.Raise, InFlight: d.inFlight}
 }
 
 // probeHolds reports whether a probe (the daemon's, or another process's

@@ -236,6 +236,7 @@ func (d *Daemon) count() int {
 func (d *Daemon) snapshot() *statefile.State {
 	unknown := d.orig.unknownDisks()
 	aside, _ := originals.Aside(d.cfg.StateDir) // a glob: none when it fails
+	inFlight := d.inFlight.All()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := &statefile.State{
@@ -274,6 +275,14 @@ func (d *Daemon) snapshot() *statefile.State {
 		if len(s.Rules) > 0 {
 			st.Managed++
 		}
+	}
+	for _, w := range inFlight {
+		s := st.Disks[w.Disk]
+		if s == nil { // forgotten (gone, or renamed) with its write still in the kernel
+			s = &statefile.DiskState{}
+			st.Disks[w.Disk] = s
+		}
+		s.InFlight = append(s.InFlight, statefile.InFlight{What: w.What, Since: w.Since})
 	}
 	return st
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/iosched/iosched/devnode"
 	"github.com/iosched/iosched/disklock"
+	"github.com/iosched/iosched/internal/inflight"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -26,6 +27,10 @@ type Disk struct {
 	// probe holds its disk's for its whole run.
 	Locks *disklock.Locks
 	Name  string
+	// InFlight, when set, records the probe's writes to the disk while
+	// they run: one the probe stops waiting for (the disk does not
+	// answer) stays listed until the kernel returns it.
+	InFlight *inflight.Writes
 }
 
 // Report is what a probe found and did; its JSON is `iosched probe --json`.
@@ -262,7 +267,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	defer cancel()
 	gone := func() bool { return !t.FS.Exists(name) || t.FS.DiskSeq(name) != dev.DiskSeq }
 	apply := ""
-	var writes writeChain
+	writes := writeChain{inFlight: t.InFlight, disk: name}
 	defer func() {
 		// Every way out puts the originals back, unless the winner is to
 		// stay; a disk that went away has nothing to put back.
@@ -274,7 +279,11 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 			return
 		}
 		keep := apply != "" && apply != orig.Values["scheduler"]
-		done := writes.start(func() error { // after a switch still waiting, if any
+		what := "restore"
+		if keep {
+			what = "scheduler " + apply
+		}
+		done := writes.start(what, func() error { // after a switch still waiting, if any
 			if keep {
 				return setScheduler(t.FS, name, apply)
 			}
@@ -287,12 +296,13 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 		wait = max(wait, 10*time.Millisecond) // a run past its budget still looks once
 		var rerr error
 		select {
-		case rerr = <-done:
+		case <-done.Done():
+			rerr = done.Err()
 		case <-time.After(wait):
 			lockHandedOff = true
 			rep.restoreDone = make(chan struct{})
 			go func() {
-				if <-done == nil {
+				if done.Err() == nil {
 					os.Remove(originalsPath(t.StateDir, name))
 				}
 				unlock()
@@ -382,25 +392,25 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 // before: a write the disk holds up (a switch waits for the I/O in flight,
 // which a disk that stopped answering never ends) holds up the writes
 // after it, never the probe, and no two switches of the queue ever run at
-// once. Only the probe's goroutine starts writes.
+// once. Only the probe's goroutine starts writes. Each goroutine goes
+// through inFlight, which lists it by disk until it returns.
 type writeChain struct {
-	last chan struct{} // closed when the last write started has ended
+	inFlight *inflight.Writes
+	disk     string
+	last     <-chan struct{} // closed when the last write started has ended
 }
 
-// start queues w after the writes started before it; its error comes on
-// the channel returned.
-func (c *writeChain) start(w func() error) <-chan error {
-	prev, end := c.last, make(chan struct{})
-	c.last = end
-	res := make(chan error, 1)
-	go func() {
+// start queues w, the write what, after the writes started before it.
+func (c *writeChain) start(what string, w func() error) *inflight.Started {
+	prev := c.last
+	s := c.inFlight.Go(c.disk, what, func() error {
 		if prev != nil {
 			<-prev
 		}
-		res <- w()
-		close(end)
-	}()
-	return res
+		return w()
+	})
+	c.last = s.Done()
+	return s
 }
 
 // switchWait bounds how long a probe waits for a switch to a candidate.
@@ -411,9 +421,10 @@ const switchWait = 500 * time.Millisecond
 
 func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options) (RoundFigures, int64, error) {
 	var rf RoundFigures
+	switched := writes.start("scheduler "+sched, func() error { return rec.switchTo(fs, sched) })
 	select {
-	case err := <-writes.start(func() error { return rec.switchTo(fs, sched) }):
-		if err != nil {
+	case <-switched.Done():
+		if err := switched.Err(); err != nil {
 			return rf, 0, err
 		}
 	case <-time.After(switchWait):

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/disklock"
+	"github.com/iosched/iosched/internal/inflight"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -42,6 +43,9 @@ type Runner struct {
 	// process's owner decides (gomaxprocs.Raiser.Raise in the daemon and
 	// `iosched probe`). Nil runs with what the process has.
 	Procs func(n int) (release func())
+	// InFlight, when set, records the probes' writes while they run
+	// (Target.InFlight).
+	InFlight *inflight.Writes
 }
 
 func (r *Runner) now() time.Time {
@@ -121,7 +125,7 @@ func (r *Runner) Probe(ctx context.Context, name string, o Options, fresh bool, 
 	if n := procsFor(o); n > 0 && r.Procs != nil {
 		defer r.Procs(n)()
 	}
-	rep, err := Run(ctx, Disk{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Locks: r.Locks, Name: name}, o, r.Progress)
+	rep, err := Run(ctx, Disk{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Locks: r.Locks, Name: name, InFlight: r.InFlight}, o, r.Progress)
 	if err != nil {
 		return rep, err
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/disklock"
+	"github.com/iosched/iosched/internal/inflight"
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/probe/probeopt"
 	"github.com/iosched/iosched/sysfs"
@@ -31,7 +33,8 @@ func TestIntegrationStuckDisk(t *testing.T) {
 	state := t.TempDir()
 	locks := testLocks(t)
 
-	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Locks: locks, Name: l.Name}, func(s string) {
+	inFlight := inflight.New(nil)
+	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Locks: locks, Name: l.Name, InFlight: inFlight}, func(s string) {
 		if len(s) > 5 && s[:5] == "round" {
 			g.Set(true) // the first candidate is measured: the disk stops answering
 		}
@@ -55,7 +58,10 @@ func TestIntegrationStuckDisk(t *testing.T) {
 	if rep.RestoreDone() == nil {
 		t.Fatal("RestoreDone is nil with the restore pending")
 	}
-	afterTheDiskAnswers(t, g, live, state, locks, l.Name, orig, rep)
+	if w := inFlight.All(); len(w) != 1 || w[0].Disk != l.Name || w[0].What != "restore" {
+		t.Errorf("writes in flight: %+v, want the restore of %s", w, l.Name)
+	}
+	afterTheDiskAnswers(t, g, live, state, locks, l.Name, orig, rep, inFlight)
 }
 
 // TestIntegrationStuckBeforeTheProbe: with --force, a disk whose queue
@@ -88,14 +94,18 @@ func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
 	go func() { _, err := unix.Pread(fd, mem, 0); read <- err }() // another's read, held at the gate
 	waitUntil(t, "the other read at the gate", func() bool { return g.Waiting() > 0 })
 
-	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Locks: locks, Name: l.Name}, nil)
+	inFlight := inflight.New(nil)
+	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Locks: locks, Name: l.Name, InFlight: inFlight}, nil)
 	if !errors.Is(err, ErrStuck) || !errors.Is(err, ErrRestorePending) {
 		t.Fatalf("err = %v, want the switch given up on and the restore pending", err)
+	}
+	if w := inFlight.Of(l.Name); len(w) != 2 || !strings.HasPrefix(w[0].What, "scheduler ") || w[1].What != "restore" {
+		t.Errorf("writes in flight: %+v, want the switch given up on and the restore behind it", w)
 	}
 	if !locks.Held(l.Name) {
 		t.Error("the disk's lock was let go while its switch and restore wait")
 	}
-	afterTheDiskAnswers(t, g, live, state, locks, l.Name, orig, rep)
+	afterTheDiskAnswers(t, g, live, state, locks, l.Name, orig, rep, inFlight)
 	if err := <-read; err != nil {
 		t.Errorf("the other read: %v", err)
 	}
@@ -140,9 +150,9 @@ func probeStuck(t *testing.T, g *looptest.Gate, target Disk, progress func(strin
 }
 
 // afterTheDiskAnswers opens the gate and waits for the probe's pending
-// restore: then the originals must be back, the lock free and the record
-// gone.
-func afterTheDiskAnswers(t *testing.T, g *looptest.Gate, live sysfs.FS, state string, locks *disklock.Locks, name string, orig map[string]string, rep *Report) {
+// restore: then the originals must be back, the lock free, the record
+// gone, and no write left in flight.
+func afterTheDiskAnswers(t *testing.T, g *looptest.Gate, live sysfs.FS, state string, locks *disklock.Locks, name string, orig map[string]string, rep *Report, inFlight *inflight.Writes) {
 	t.Helper()
 	g.Set(false) // the disk answers again
 	select {
@@ -156,6 +166,9 @@ func afterTheDiskAnswers(t *testing.T, g *looptest.Gate, live sysfs.FS, state st
 	}
 	if _, err := os.Stat(originalsPath(state, name)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("originals record left behind after the restore: %v", err)
+	}
+	if w := inFlight.All(); len(w) != 0 {
+		t.Errorf("writes still in flight after the restore ended: %+v", w)
 	}
 }
 

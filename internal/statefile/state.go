@@ -147,6 +147,18 @@ type DiskState struct {
 	// Probe is the disk's [rule.probe] decision, or the probe it waits
 	// for; nil when no rule probes it.
 	Probe *ProbeState `json:"probe,omitempty"`
+	// InFlight are the writes to the disk's settings the daemon left to
+	// finish on their own and still in the kernel: a probe's scheduler
+	// switch or restore on a disk that has not answered (a switch waits
+	// for the disk's I/O in flight).
+	InFlight []InFlight `json:"in_flight,omitempty"`
+}
+
+// InFlight is one write still in the kernel.
+type InFlight struct {
+	// What is "restore" or "scheduler NAME".
+	What  string    `json:"what"`
+	Since time.Time `json:"since"`
 }
 
 // ProbeState is where a disk's probe stands.
