@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
@@ -155,18 +156,14 @@ func TestIntegrationProbeKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until it has switched away from the original.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !eventually.Within(10*time.Second, func() bool {
 		cur, _ := fs.ReadQueueAttr(l.Name, "scheduler")
-		if _, err := os.Stat(record); err == nil && cur != orig {
-			break
-		}
-		if time.Now().After(deadline) {
-			child.Process.Kill()
-			child.Wait()
-			t.Fatalf("the probe never switched the scheduler\n%s", childErr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+		_, err := os.Stat(record)
+		return err == nil && cur != orig
+	}) {
+		child.Process.Kill()
+		child.Wait()
+		t.Fatalf("the probe never switched the scheduler\n%s", childErr.String())
 	}
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -61,7 +61,7 @@ is running.`,
 			}
 			deadline := time.Now().Add(timeout)
 			for {
-				time.Sleep(50 * time.Millisecond)
+				reloadPoll()
 				st, err := statefile.Read(runtimeDir)
 				if errors.Is(err, statefile.ErrNotRunning) {
 					return &ExitError{Code: 3, Msg: "the daemon exited during the reload: " + err.Error()}
@@ -86,6 +86,10 @@ is running.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 90*time.Second, "how long to wait for the re-plan")
 	return cmd
 }
+
+// reloadPoll waits before reload reads the state file again; tests step
+// it to know what reload has read.
+var reloadPoll = func() { time.Sleep(50 * time.Millisecond) }
 
 // requestReload leaves a request for the next reload to answer, and returns
 // its id.

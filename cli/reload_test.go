@@ -12,14 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/statefile"
 )
 
 // A stand-in daemon: this test process, whose state file says so, answers
 // each SIGHUP by taking the reload requests and writing the reload's outcome
-// as the daemon would: first taken, not yet re-planned; then, after delay,
-// answer(seq).
-func fakeReloadingDaemon(t *testing.T, answer func(seq int) (r statefile.Reload, delay time.Duration)) string {
+// as the daemon would: first taken, not yet re-planned; then, once
+// replanned is closed (nil: at once), answer(seq).
+func fakeReloadingDaemon(t *testing.T, answer func(seq int) (r statefile.Reload, replanned <-chan struct{})) string {
 	t.Helper()
 	dir := t.TempDir()
 	var mu sync.Mutex
@@ -51,7 +52,7 @@ func fakeReloadingDaemon(t *testing.T, answer func(seq int) (r statefile.Reload,
 				os.Remove(filepath.Join(statefile.ReloadRequestDir(dir), e.Name()))
 				ids = append(ids, e.Name())
 			}
-			r, delay := answer(seq)
+			r, replanned := answer(seq)
 			r.Seq, r.Requests = seq, ids
 			mu.Lock()
 			i := len(st.Reloads)
@@ -59,7 +60,13 @@ func fakeReloadingDaemon(t *testing.T, answer func(seq int) (r statefile.Reload,
 			mu.Unlock()
 			write()
 			go func() {
-				time.Sleep(delay)
+				if replanned != nil {
+					select {
+					case <-replanned:
+					case <-done:
+						return
+					}
+				}
 				mu.Lock()
 				st.Reloads[i] = r
 				st.LastReload = &r
@@ -71,24 +78,68 @@ func fakeReloadingDaemon(t *testing.T, answer func(seq int) (r statefile.Reload,
 	return dir
 }
 
-func TestReloadWaitsForTheReplan(t *testing.T) {
-	dir := fakeReloadingDaemon(t, func(int) (statefile.Reload, time.Duration) {
-		return statefile.Reload{OK: true, Done: true}, 120 * time.Millisecond
-	})
-	var out, errb bytes.Buffer
-	start := time.Now()
-	code := Main([]string{"reload", "--runtime-dir", dir}, &out, &errb)
-	if code != 0 || !strings.Contains(out.String(), "every disk re-planned") {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+// stepReloadPoll makes reload's waits between reads of the state file
+// wait for the test: each wait sends on the channel returned, then waits
+// for the test to send back.
+func stepReloadPoll(t *testing.T) chan struct{} {
+	step := make(chan struct{})
+	saved := reloadPoll
+	reloadPoll = func() {
+		step <- struct{}{}
+		<-step
 	}
-	if took := time.Since(start); took < 100*time.Millisecond {
-		t.Errorf("returned after %s, before the re-plan was done", took)
+	t.Cleanup(func() { reloadPoll = saved })
+	return step
+}
+
+// reload waits, reading the state file, until the reload that took its
+// request has re-planned every disk: here it reads the reload taken but
+// not re-planned, and goes on waiting.
+func TestReloadWaitsForTheReplan(t *testing.T) {
+	replanned := make(chan struct{})
+	dir := fakeReloadingDaemon(t, func(int) (statefile.Reload, <-chan struct{}) {
+		return statefile.Reload{OK: true, Done: true}, replanned
+	})
+	step := stepReloadPoll(t)
+	type result struct {
+		code     int
+		out, err string
+	}
+	ran := make(chan result, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := Main([]string{"reload", "--runtime-dir", dir, "--timeout", "10s"}, &out, &errb)
+		ran <- result{code, out.String(), errb.String()}
+	}()
+	next := func() { // lets reload read the state file once, and waits until it is back in its wait
+		step <- struct{}{}
+		select {
+		case <-step:
+		case r := <-ran:
+			t.Fatalf("reload returned (exit %d, %q %q) with the reload taken but not re-planned", r.code, r.out, r.err)
+		}
+	}
+	<-step // reload has signalled the daemon
+	eventually.True(t, 5*time.Second, "the reload to be taken", func() bool {
+		st, err := statefile.Read(dir)
+		return err == nil && len(st.Reloads) == 1 && !st.Reloads[0].Done
+	})
+	next()
+	close(replanned)
+	eventually.True(t, 5*time.Second, "the re-plan in the state file", func() bool {
+		st, err := statefile.Read(dir)
+		return err == nil && len(st.Reloads) == 1 && st.Reloads[0].Done
+	})
+	step <- struct{}{}
+	r := <-ran
+	if r.code != 0 || !strings.Contains(r.out, "every disk re-planned") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
 	}
 }
 
 func TestReloadReportsARefusedPolicy(t *testing.T) {
-	dir := fakeReloadingDaemon(t, func(int) (statefile.Reload, time.Duration) {
-		return statefile.Reload{OK: false, Done: true, Errors: []string{`/etc/iosched/policy.toml:3:1: rule 1 "x": set.nomerges: 3 is out of range 0..2`}}, 0
+	dir := fakeReloadingDaemon(t, func(int) (statefile.Reload, <-chan struct{}) {
+		return statefile.Reload{OK: false, Done: true, Errors: []string{`/etc/iosched/policy.toml:3:1: rule 1 "x": set.nomerges: 3 is out of range 0..2`}}, nil
 	})
 	var out, errb bytes.Buffer
 	code := Main([]string{"reload", "--runtime-dir", dir}, &out, &errb)
@@ -109,11 +160,12 @@ func TestReloadExit3WhenNoDaemonRuns(t *testing.T) {
 // reloads carried requests, both waited for "a reload after the one I saw"
 // and the first was told its policy was refused.
 func TestOverlappingReloadsGetTheirOwnAnswers(t *testing.T) {
-	dir := fakeReloadingDaemon(t, func(seq int) (statefile.Reload, time.Duration) {
+	firstReplanned := make(chan struct{})
+	dir := fakeReloadingDaemon(t, func(seq int) (statefile.Reload, <-chan struct{}) {
 		if seq == 5 {
-			return statefile.Reload{OK: true, Done: true}, 600 * time.Millisecond
+			return statefile.Reload{OK: true, Done: true}, firstReplanned
 		}
-		return statefile.Reload{OK: false, Done: true, Errors: []string{"policy.toml:1:1: broken"}}, 0
+		return statefile.Reload{OK: false, Done: true, Errors: []string{"policy.toml:1:1: broken"}}, nil
 	})
 	type result struct {
 		code   int
@@ -126,21 +178,15 @@ func TestOverlappingReloadsGetTheirOwnAnswers(t *testing.T) {
 		first <- result{code, errb.String()}
 	}()
 	// The second asks once the first one's reload has taken its request.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.True(t, 5*time.Second, "the first reload to be taken", func() bool {
 		st, err := statefile.Read(dir)
-		if err == nil && len(st.Reloads) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first reload was not taken within 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && len(st.Reloads) == 1
+	})
 	var out, errb bytes.Buffer
 	if code := Main([]string{"reload", "--runtime-dir", dir, "--timeout", "10s"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "broken") {
 		t.Errorf("second reload (refused policy): exit %d, stderr %q", code, errb.String())
 	}
+	close(firstReplanned) // the first one's re-plan ends after the second's answer
 	if r := <-first; r.code != 0 {
 		t.Errorf("first reload (valid policy): exit %d, stderr %q", r.code, r.stderr)
 	}

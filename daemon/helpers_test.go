@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/disklock"
+	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -181,16 +182,8 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor is eventually.True, by the name this package's tests know it.
+var waitFor = eventually.True
 
 // loops creates loop devices first..first+n-1 of this package's range and
 // removes them, in parallel, when the test ends.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/statefile"
 )
 
@@ -92,9 +93,7 @@ func TestIntegrationHotPlug(t *testing.T) {
 	// A pass logs its writes once they are all done: the last disks seen
 	// converged may not be logged yet.
 	logged := func() int { return len(r.log.lines("msg=set", "attribute=scheduler", "from=none", "to=mq-deadline")) }
-	for deadline := time.Now().Add(5 * time.Second); logged() < 200 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.Within(5*time.Second, func() bool { return logged() >= 200 })
 	if n := logged(); n != 200 {
 		t.Errorf("%d scheduler changes logged for 200 disks", n)
 	}

@@ -168,8 +168,10 @@ func TestIntegrationProbeDaemonStop(t *testing.T) {
 	name := probedLoop(t, 22501)
 	state := t.TempDir()
 	r := start(t, probePolicy(name, "2s", 3, ""), withStateDir(state), func(c *Config) { c.StopTimeout = 3 * time.Second })
-	waitFor(t, 10*time.Second, "the probe to start", func() bool { return len(r.log.lines("probe started", "device="+name)) == 1 })
-	time.Sleep(500 * time.Millisecond)
+	// In the middle of it: switched to a candidate, away from kyber.
+	waitFor(t, 10*time.Second, "the probe to switch the disk to a candidate", func() bool {
+		return r.d.probes.holds(name) && activeScheduler(t, name) != "kyber"
+	})
 	begin := time.Now()
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
@@ -280,10 +282,19 @@ func TestIntegrationProbeDaemonStuckDisk(t *testing.T) {
 		t.Fatal("kyber is back while the disk does not answer")
 	}
 	// A reconcile now must leave the disk alone: the restore holds it.
-	writes := len(r.log.lines("msg=set", "device="+name))
+	writes := r.d.writes.Load()
+	r.d.mu.Lock()
+	before := *r.d.report.scan
+	r.d.mu.Unlock()
 	r.signals <- syscall.SIGUSR1
-	time.Sleep(300 * time.Millisecond)
-	if n := len(r.log.lines("msg=set", "device="+name)); n != writes {
+	var reconcile statefile.Scan
+	waitFor(t, 5*time.Second, "the reconcile's scan", func() bool {
+		r.d.mu.Lock()
+		defer r.d.mu.Unlock()
+		reconcile = *r.d.report.scan
+		return reconcile.Reason == "reconcile" && reconcile.At.After(before.At)
+	})
+	if reconcile.Writes != 0 || r.d.writes.Load() != writes {
 		t.Errorf("a pass wrote the disk while its restore waits:\n%s", r.log)
 	}
 

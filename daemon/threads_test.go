@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iosched/iosched/internal/eventually"
 )
 
 // After a burst of blocking system calls, releaseThreads ends the threads
@@ -27,10 +29,7 @@ func TestReleaseThreads(t *testing.T) {
 	}
 	releaseThreads()
 	want := keepThreads() + 4
-	deadline := time.Now().Add(time.Second) // exiting threads take a moment to go
-	for threadCount() > want && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.Within(time.Second, func() bool { return threadCount() <= want }) // exiting threads take a moment to go
 	if after := threadCount(); after > want {
 		t.Errorf("%d threads after the burst, %d after releasing, want at most %d", before, after, want)
 	}

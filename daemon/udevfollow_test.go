@@ -53,9 +53,9 @@ func TestDaemonFollowsUdevd(t *testing.T) {
 
 	// Only what moved is written: udevd's event for a disk in policy
 	// reads and writes nothing.
-	w := r.d.writes.Load()
+	w, passes := r.d.writes.Load(), r.d.passes.Load()
 	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
-	time.Sleep(200 * time.Millisecond)
+	r.waitPasses(t, passes+1) // the pass udevd's event asks for
 	if w2 := r.d.writes.Load(); w2 != w {
 		t.Errorf("%d writes after udevd's event on a disk in policy", w2-w)
 	}
@@ -170,18 +170,30 @@ func TestNoUdevd(t *testing.T) {
 	}
 }
 
-// A grace timer pending at stop never fires, nor does one asked for after.
+// A grace timer pending at stop is stopped and dropped, and none asked
+// for after is armed: nothing is left to fire after Run.
 func TestGraceTimersStopped(t *testing.T) {
 	var f udevFollow
 	fired := make(chan string, 3)
 	f.afterGrace(time.Millisecond, func() { fired <- "before" })
-	f.afterGrace(200*time.Millisecond, func() { fired <- "pending" })
+	f.afterGrace(time.Hour, func() { fired <- "pending" })
 	if got := <-fired; got != "before" {
 		t.Fatalf("fired %s first", got)
 	}
+	f.graceMu.Lock()
+	pending := len(f.graces)
+	f.graceMu.Unlock()
+	if pending != 1 {
+		t.Fatalf("%d grace timers pending, want the hour-long one", pending)
+	}
 	f.stopGraces()
 	f.afterGrace(time.Millisecond, func() { fired <- "after" })
-	time.Sleep(300 * time.Millisecond)
+	f.graceMu.Lock()
+	left := len(f.graces)
+	f.graceMu.Unlock()
+	if left != 0 {
+		t.Errorf("%d grace timers armed after stopGraces", left)
+	}
 	select {
 	case got := <-fired:
 		t.Errorf("%s fired after stopGraces", got)

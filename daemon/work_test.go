@@ -64,11 +64,14 @@ func TestQueueMergesIntoAQueuedPass(t *testing.T) {
 }
 
 // Different disks run in parallel, up to the limit; one disk never runs
-// twice at once.
+// twice at once. The first passes wait until limit of them run at once, so
+// a queue that ran fewer would fail (at the 5 s bound), not pass by luck.
 func TestQueueParallelAcrossDisksSerialWithinOne(t *testing.T) {
 	const limit = 4
 	var now, peak atomic.Int32
 	var perDisk sync.Map
+	atLimit := make(chan struct{}) // closed when limit passes run at once
+	var atLimitOnce sync.Once
 	q := newQueue(limit, func(name string, j job) {
 		c, _ := perDisk.LoadOrStore(name, new(atomic.Int32))
 		if c.(*atomic.Int32).Add(1) != 1 {
@@ -81,22 +84,29 @@ func TestQueueParallelAcrossDisksSerialWithinOne(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(2 * time.Millisecond)
+		if n == limit {
+			atLimitOnce.Do(func() { close(atLimit) })
+		}
+		select {
+		case <-atLimit:
+		case <-time.After(5 * time.Second):
+			atLimitOnce.Do(func() {
+				t.Errorf("%d passes at once at most, with 6 disks queued and a limit of %d", peak.Load(), limit)
+				close(atLimit)
+			})
+		}
 		now.Add(-1)
 		c.(*atomic.Int32).Add(-1)
 	})
 	wg := newBarrier()
-	for round := range 20 {
+	for range 20 {
 		for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
 			q.kick(name, full, nil, wg)
 		}
-		if round%5 == 0 {
-			time.Sleep(time.Millisecond)
-		}
 	}
 	wg.Wait()
-	if p := peak.Load(); p < 2 || p > limit {
-		t.Errorf("peak parallelism %d, want between 2 and %d", p, limit)
+	if p := peak.Load(); p != limit {
+		t.Errorf("peak parallelism %d, want the limit, %d", p, limit)
 	}
 	// Workers and slots go once the work is done: an idle daemon holds none.
 	waitFor(t, 5*time.Second, "the queue to empty", func() bool {
@@ -122,10 +132,15 @@ func TestQueueClose(t *testing.T) {
 	<-started
 	q.kick("never", full, nil, wg)
 	done := q.close()
+	// The pass in flight waits for release, so done cannot be closed yet
+	// unless close did not wait for it.
 	select {
 	case <-done:
 		t.Fatal("close did not wait for the pass in flight")
-	case <-time.After(20 * time.Millisecond):
+	default:
+	}
+	if n := q.running(); n != 1 {
+		t.Errorf("%d passes running after close, want the one in flight", n)
 	}
 	close(release)
 	<-done

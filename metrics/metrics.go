@@ -94,6 +94,10 @@ type Recorder struct {
 	probes     map[string][]ProbeResult // by disk
 	writeErr   error
 	writeCount int
+	// flushes counts the times the writer took what was recorded,
+	// written or not (no path, a failure): what a test waits for to
+	// know the writer has looked.
+	flushes int
 }
 
 type attrRule struct{ attribute, rule string }

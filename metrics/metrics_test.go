@@ -13,6 +13,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/promtest"
 )
 
@@ -27,12 +28,24 @@ func value(fams map[string]*dto.MetricFamily, name string, want map[string]strin
 // waitWrites waits until r has written at least n files.
 func waitWrites(t *testing.T, r *Recorder, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Writes() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes after 5 s, want %d (last error: %v)", r.Writes(), n, r.WriteError())
-		}
-		time.Sleep(time.Millisecond)
+	if !eventually.Within(5*time.Second, func() bool { return r.Writes() >= n }) {
+		t.Fatalf("%d writes after 5 s, want %d (last error: %v)", r.Writes(), n, r.WriteError())
+	}
+}
+
+// flushes is how many times the writer has taken what was recorded.
+func (r *Recorder) flushCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.flushes
+}
+
+// nothingToWrite fails t when something was recorded since the writer's
+// flushed-th look: the writer is woken only then, so no write can come.
+func nothingToWrite(t *testing.T, r *Recorder, flushed int, when string) {
+	t.Helper()
+	if r.pending.Load() || r.flushCount() != flushed {
+		t.Errorf("%s: the file was marked out of date", when)
 	}
 }
 
@@ -173,7 +186,8 @@ func TestWritesOnlyWhenChangedAndAtMostOnceAnInterval(t *testing.T) {
 	waitWrites(t, r, 1) // the first tick writes the file
 	first, _ := os.Stat(path)
 
-	time.Sleep(10 * interval)
+	flushed := r.flushCount()
+	nothingToWrite(t, r, flushed, "with nothing recorded")
 	if n := r.Writes(); n != 1 {
 		t.Errorf("%d writes with nothing recorded, want 1", n)
 	}
@@ -181,10 +195,7 @@ func TestWritesOnlyWhenChangedAndAtMostOnceAnInterval(t *testing.T) {
 		t.Errorf("the file was rewritten with nothing recorded")
 	}
 	r.SetDisks(nil) // no disks, as before: nothing changed
-	time.Sleep(5 * interval)
-	if n := r.Writes(); n != 1 {
-		t.Errorf("%d writes after an unchanged disk count, want 1", n)
-	}
+	nothingToWrite(t, r, flushed, "after an unchanged disk count")
 
 	// A burst: records as fast as they come, for 20 intervals.
 	begin := time.Now()
@@ -238,13 +249,7 @@ func TestFailedWriteIsRetried(t *testing.T) {
 	r, stop := start(t, Options{Path: path, Interval: 5 * time.Millisecond})
 	defer stop()
 	r.Overflow()
-	deadline := time.Now().Add(5 * time.Second)
-	for r.WriteError() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no write error with the directory missing")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "a write error with the directory missing", func() bool { return r.WriteError() != nil })
 	if err := r.WriteError(); !strings.Contains(err.Error(), path) {
 		t.Errorf("the error does not name the file: %v", err)
 	}
@@ -273,11 +278,12 @@ func TestSetPath(t *testing.T) {
 	if _, err := os.Stat(b); err != nil {
 		t.Fatalf("the new file is not written: %v", err)
 	}
+	flushed := r.flushCount()
 	r.SetPath("")
-	time.Sleep(20 * time.Millisecond)
-	n := r.Writes()
+	eventually.True(t, 5*time.Second, "the writer to take the path change", func() bool { return r.flushCount() > flushed })
+	n, flushed := r.Writes(), r.flushCount()
 	r.Overflow()
-	time.Sleep(50 * time.Millisecond)
+	eventually.True(t, 5*time.Second, "the writer to take the overflow", func() bool { return r.flushCount() > flushed })
 	if r.Writes() != n {
 		t.Errorf("written with no path")
 	}

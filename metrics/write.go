@@ -50,6 +50,9 @@ func (r *Recorder) flush() {
 	path := r.path
 	r.mu.Unlock()
 	if path == "" {
+		r.mu.Lock()
+		r.flushes++
+		r.mu.Unlock()
 		return
 	}
 	err := writeFile(path, r.exposition())
@@ -62,6 +65,7 @@ func (r *Recorder) flush() {
 	if err == nil {
 		r.writeCount++
 	}
+	r.flushes++
 	r.mu.Unlock()
 }
 

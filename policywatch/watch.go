@@ -50,6 +50,10 @@ type Watcher struct {
 	changed   chan struct{}
 	watched   map[string]bool
 	last      string // the fingerprint when last signalled (or at start)
+	// checked, when set (by tests, before Run), is called after each
+	// check of the files with the names of the events that led to it, so
+	// a test knows when the watcher has looked at what it did.
+	checked func(events []string)
 }
 
 // New opens the inotify instance and takes the files' fingerprint as they
@@ -90,6 +94,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// one) must not postpone the check for ever: it is made at the latest
 	// ten debounce times after the first event.
 	var first time.Time
+	var seen []string // the events' names since the last check, for checked
 	wait := func() {
 		now := time.Now()
 		if first.IsZero() {
@@ -106,6 +111,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 				return fmt.Errorf("following the policy: the inotify instance closed")
 			}
 			w.opts.Log.Debug("policy file event", "event", ev.String())
+			if w.checked != nil {
+				seen = append(seen, ev.Name)
+			}
 			wait()
 		case err, ok := <-w.ino.Errors:
 			if !ok {
@@ -127,6 +135,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 				case w.changed <- struct{}{}:
 				default: // one is pending already
 				}
+			}
+			if w.checked != nil {
+				w.checked(seen)
+				seen = nil
 			}
 		}
 	}

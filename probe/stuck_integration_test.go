@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/disklock"
+	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/inflight"
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/probe/probeopt"
@@ -174,9 +175,5 @@ func afterTheDiskAnswers(t *testing.T, g *looptest.Gate, live sysfs.FS, state st
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	eventually.True(t, 5*time.Second, what, cond)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/looptest"
 )
 
@@ -145,16 +146,14 @@ scheduler = "mq-deadline"
 // waitFor polls cond until it holds, the daemon exits, or timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool, done chan error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
+	exited := func() bool {
 		select {
 		case err := <-done:
 			done <- err
 			t.Fatalf("waiting for %s: the daemon exited: %v", what, err)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after %s", what, timeout)
-		}
+		return false
 	}
+	eventually.True(t, timeout, what, func() bool { return exited() || cond() })
 }
