@@ -266,14 +266,16 @@ func TestReloadKeepsAnUnchangedProbe(t *testing.T) {
 		r.reload(t, probedPolicy(128+4*i, "100ms"), i)
 	}
 	r.d.probes.mu.Lock()
-	dp := r.d.probes.disks["loop20000"]
-	kept := dp != nil && dp.run != nil && dp.run.ctx.Err() == nil
+	var run *probeRun
+	if dp := r.d.probes.disks["loop20000"]; dp != nil {
+		run = dp.run
+	}
 	r.d.probes.mu.Unlock()
-	if !kept {
+	if run == nil || run.ctx.Err() != nil {
 		t.Fatal("reloads that changed only read_ahead_kb cancelled the running probe")
 	}
 	r.reload(t, probedPolicy(128, "200ms"), 11)
-	if dp.run.ctx.Err() == nil {
+	if run.ctx.Err() == nil {
 		t.Fatal("a reload that changed the probe's duration left the running probe")
 	}
 	letGo()
