@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"testing"
-	"time"
+
+	"github.com/iosched/iosched/internal/eventually"
 )
 
 // fakeConn is a uevent socket fed by the test.
@@ -121,13 +121,5 @@ func (l *logBuffer) lines(s string) []string {
 	return out
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor is eventually.True, by the name this package's tests know it.
+var waitFor = eventually.True
