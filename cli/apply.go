@@ -13,6 +13,7 @@ import (
 
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/disklock"
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -52,29 +53,22 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 			// through its directory held open: reads of one disk overlap
 			// the writes of others, which mostly wait (a scheduler switch
 			// waits for RCU grace periods).
-			_, rs, _, err := e.assess(args, neededBy, applyParallel, func(r *diskResult, disk *sysfs.Disk) {
+			_, rs, _, err := e.assess(args, pipeline.Needs, applyParallel, func(pipe *pipeline.Pipeline, r *diskResult, disk *sysfs.Disk) {
 				res := apply.Result{Device: r.name, Outcomes: []apply.Outcome{}}
-				release, lockErr := func() {}, error(nil)
-				if !dryRun && !r.plan.Empty() {
-					// No probe starts while the disk's lock is held.
-					release, lockErr = locks.LockToWrite(r.name)
-				}
-				defer release()
-				switch {
-				case r.plan.Empty():
-				case lockErr != nil:
-					// Held: two scheduler switches at once on one queue
-					// can crash the kernel, and a probe would put its
-					// originals back over these writes when it ends.
-					if disklock.IsBusy(lockErr) {
-						lockErr = errProbing
+				if !r.Plan.Empty() {
+					written, err := pipe.Write(ctx, locks, apply.Applier{FS: disk, DryRun: dryRun}, r.Plan, nil)
+					if err == nil {
+						res = written
+					} else {
+						// Held: a probe measures the disk, or another
+						// writer is at it.
+						if disklock.IsBusy(err) {
+							err = errProbing
+						}
+						for _, c := range r.Plan.Changes {
+							res.Outcomes = append(res.Outcomes, apply.Outcome{Change: c, Status: apply.Failed, Err: err})
+						}
 					}
-					for _, c := range r.plan.Changes {
-						res.Outcomes = append(res.Outcomes, apply.Outcome{Change: c, Status: apply.Failed, Err: lockErr})
-					}
-				default:
-					a := &apply.Applier{FS: disk, DryRun: dryRun}
-					res = a.Device(ctx, r.plan)
 				}
 				mu.Lock()
 				applied[r.name] = res
@@ -96,7 +90,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 					res := applied[r.name]
 					done = append(done, r)
 					results = append(results, res)
-					failed = failed || len(r.plan.Errors) > 0 || res.Failed()
+					failed = failed || len(r.Plan.Errors) > 0 || res.Failed()
 				case named:
 					// A disk asked for by name that is not there is a
 					// failure, but not the others'.
@@ -199,7 +193,7 @@ func renderApply(w io.Writer, done []diskResult, results []apply.Result, gone []
 		if r.Gone {
 			fmt.Fprintf(w, "%s: the disk went away during apply\n", name)
 		}
-		p := done[i].plan
+		p := done[i].Plan
 		for _, s := range p.Skipped {
 			fmt.Fprintf(w, "%s: skip %s: %s; rule %q\n", name, s.Attribute, printable(s.Reason), s.Rule)
 		}

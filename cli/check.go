@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/policy"
 )
 
@@ -87,9 +88,9 @@ func (e *env) checkAgainstDisks(p *policy.Policy) []string {
 	if err != nil {
 		return []string{fmt.Sprintf("could not read the disks under %s to check the rules against: %v", e.sysfsRoot, err)}
 	}
-	as := make([]assessment, len(devs))
+	as := make([]pipeline.Assessment, len(devs))
 	for i, d := range devs {
-		as[i] = assessment{dev: d, eval: p.Evaluate(d)}
+		as[i] = pipeline.Assessment{Device: d, Eval: p.Evaluate(d)}
 	}
 	return append(append(skipped, unmatchedRules(p, as)...), e.writerConflicts(as)...)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/sysfs"
 	"github.com/iosched/iosched/writers"
@@ -46,14 +47,14 @@ func (e *env) warnWriters(rs []diskResult) []string {
 	}
 	for i := range rs {
 		if r := &rs[i]; r.err == nil {
-			r.plan.Warnings = append(r.plan.Warnings, writerWarnings(set, fs, r.assessment)...)
+			r.Plan.Warnings = append(r.Plan.Warnings, writerWarnings(set, fs, r.Assessment)...)
 		}
 	}
 	return problems
 }
 
 // writerConflicts is warnWriters for check: one line per disk and writer.
-func (e *env) writerConflicts(as []assessment) []string {
+func (e *env) writerConflicts(as []pipeline.Assessment) []string {
 	set, problems := e.loadWriters()
 	if set.Empty() {
 		return problems
@@ -63,11 +64,11 @@ func (e *env) writerConflicts(as []assessment) []string {
 		return append(problems, err.Error())
 	}
 	for _, a := range as {
-		if a.plan.Name == "" {
-			a.plan = plan.For(a.dev, a.eval)
+		if a.Plan.Name == "" {
+			a.Plan = plan.For(a.Device, a.Eval)
 		}
 		for _, w := range writerWarnings(set, fs, a) {
-			problems = append(problems, a.dev.Name+": "+w)
+			problems = append(problems, a.Device.Name+": "+w)
 		}
 	}
 	return problems
@@ -78,12 +79,12 @@ func (e *env) writerConflicts(as []assessment) []string {
 // when a's snapshot (read for what the policy needs) does not hold it; a
 // missing file means absent only on the kernel's own tree (a copied one
 // may just lack it).
-func writerWarnings(set *writers.Set, fs sysfs.FS, a assessment) []string {
-	if len(a.eval.Settings) == 0 {
+func writerWarnings(set *writers.Set, fs sysfs.FS, a pipeline.Assessment) []string {
+	if len(a.Eval.Settings) == 0 {
 		return nil
 	}
 	known := writers.Known{Attr: func(rel string) (string, bool, error) {
-		v, err := fs.ReadDiskAttr(a.dev.Name, rel)
+		v, err := fs.ReadDiskAttr(a.Device.Name, rel)
 		switch {
 		case err == nil:
 			return v, true, nil
@@ -92,12 +93,12 @@ func writerWarnings(set *writers.Set, fs sysfs.FS, a assessment) []string {
 		}
 		return "", false, err
 	}}
-	for _, s := range a.eval.Settings {
+	for _, s := range a.Eval.Settings {
 		known.Written = append(known.Written, s.Attribute)
 	}
 	var out []string
-	for _, w := range set.ForKnown(a.dev, known) {
-		for _, s := range a.eval.Settings {
+	for _, w := range set.ForKnown(a.Device, known) {
+		for _, s := range a.Eval.Settings {
 			if s.Attribute != w.Attribute {
 				continue
 			}
@@ -122,18 +123,18 @@ func writerWarnings(set *writers.Set, fs sysfs.FS, a assessment) []string {
 // policyValue is the value the policy leaves attr at on the disk: the
 // planned one, or the current one when it is in place; false when the
 // setting cannot be made (skipped).
-func policyValue(a assessment, attr string) (string, bool) {
-	for _, s := range a.plan.Skipped {
+func policyValue(a pipeline.Assessment, attr string) (string, bool) {
+	for _, s := range a.Plan.Skipped {
 		if s.Attribute == attr {
 			return "", false
 		}
 	}
-	for _, c := range a.plan.Changes {
+	for _, c := range a.Plan.Changes {
 		if c.Attribute == attr {
 			return c.To, true
 		}
 	}
-	d := a.dev
+	d := a.Device
 	switch param, ok := strings.CutPrefix(attr, "iosched/"); {
 	case attr == "scheduler":
 		if d.Scheduler != nil {

@@ -3,8 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -12,9 +10,9 @@ import (
 	"sync/atomic"
 
 	"github.com/iosched/iosched/devnode"
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
-	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -36,34 +34,14 @@ func (e *env) loadPolicy() (*policy.Policy, error) {
 	return p, nil
 }
 
-// assessment is one disk with what the policy wants for it and the plan.
-type assessment struct {
-	dev  *sysfs.Device
-	eval policy.Evaluation
-	plan plan.Device
-}
-
-// readScope is how much of each disk a command reads.
-type readScope struct {
-	facts  sysfs.Facts
-	nowait bool // test NOWAIT on the device node
-}
-
-// everything is what list and explain show: every fact, and NOWAIT.
-func everything() readScope { return readScope{facts: sysfs.FactAll, nowait: true} }
-
-// neededBy is what p tests and sets, and no more, as the daemon reads a
-// disk: plan and apply on 1000 disks cost a few files each, where every
-// fact is 29 opens a disk and the NOWAIT test opens its device node.
-func neededBy(p *policy.Policy) readScope {
-	return readScope{facts: p.Needs(), nowait: p.UsesNoWait()}
-}
-
 // diskResult is one disk assessed, or why it could not be.
 type diskResult struct {
 	name string
-	assessment
-	err error // sysfs.Gone(err): the disk is not there (any more)
+	pipeline.Assessment
+	// probeErr is why the probe decision could not be looked up (the
+	// assessment stands without it).
+	probeErr error
+	err      error // sysfs.Gone(err): the disk is not there (any more)
 }
 
 // assess loads the policy, then reads (what the policy needs of) the disks,
@@ -75,15 +53,16 @@ type diskResult struct {
 // gone). warnings hold, for a policy an admin wrote applied to every disk,
 // the rules that matched none (the embedded default covers hardware most
 // machines lack, by design).
-func (e *env) assess(names []string, sc func(*policy.Policy) readScope, limit int, then func(*diskResult, *sysfs.Disk)) (p *policy.Policy, results []diskResult, warnings []string, err error) {
+func (e *env) assess(names []string, sc func(*policy.Policy) pipeline.Scope, limit int, then func(*pipeline.Pipeline, *diskResult, *sysfs.Disk)) (p *policy.Policy, results []diskResult, warnings []string, err error) {
 	p, err = e.loadPolicy()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	fs, err := e.fs()
+	pipe, err := e.pipeline()
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	fs := pipe.FS
 	all := len(names) == 0
 	if all {
 		if names, err = fs.Disks(); err != nil {
@@ -128,22 +107,19 @@ func (e *env) assess(names []string, sc func(*policy.Policy) readScope, limit in
 			return
 		}
 		defer disk.Close()
-		dev, err := e.readDisk(fs, disk, r.name, scope)
-		if err != nil {
-			r.err = err
+		r.Assessment, r.probeErr, r.err = pipe.Assess(p, disk, scope)
+		if r.err != nil {
 			return
 		}
-		ev := e.withProbeDecision(p, fs, dev, p.Evaluate(dev))
-		r.assessment = assessment{dev: dev, eval: ev, plan: plan.For(dev, ev)}
 		if then != nil {
-			then(r, disk)
+			then(pipe, r, disk)
 		}
 	})
 	warnings = append(warnings, e.warnWriters(results)...)
-	as := make([]assessment, 0, len(results))
+	as := make([]pipeline.Assessment, 0, len(results))
 	for _, r := range results {
 		if r.err == nil {
-			as = append(as, r.assessment)
+			as = append(as, r.Assessment)
 		}
 	}
 	// Named disks: the rules for the others are not expected to match.
@@ -153,32 +129,25 @@ func (e *env) assess(names []string, sc func(*policy.Policy) readScope, limit in
 	return p, results, warnings, nil
 }
 
-// readDisk reads what sc asks of an open disk. Writes made through the
-// open directory reach this disk or fail, never another that took its name
-// since.
-//
-// A disk whose queue/ directory is missing is being added or removed: the
-// kernel registers the queue after the disk's directory and unregisters it
-// first (block/genhd.c device_add_disk, del_gendisk). It reads like a
-// bio-based disk (no scheduler, no hardware queues), but every disk with a
-// registered queue has queue/, bio-based ones included; such a disk is
-// reported gone, not planned as bio-based.
-func (e *env) readDisk(fs sysfs.FS, disk *sysfs.Disk, name string, sc readScope) (*sysfs.Device, error) {
-	dev, err := disk.Read(sc.facts, sysfs.Ident{})
-	if err == nil && dev.Scheduler == nil && !queueDirExists(fs, dev) {
-		err = fmt.Errorf("%w: %s (it has no queue/ directory: being removed, or still being added)", sysfs.ErrNoDevice, name)
-	}
+// pipeline is the disks' pipeline for the command's flags.
+func (e *env) pipeline() (*pipeline.Pipeline, error) {
+	fs, err := e.fs()
 	if err != nil {
 		return nil, err
 	}
-	if sc.nowait {
-		nodes := devnode.NodesFor(e.sysfsRoot, e.devDir)
-		nodes.Fill(dev)
-		if nodes.Refused() {
-			dev.NoWaitReason += ": pass --dev DIR to test them"
-		}
+	return &pipeline.Pipeline{FS: fs, Nodes: advisedNodes{devnode.NodesFor(e.sysfsRoot, e.devDir)}, StateDir: e.stateDir}, nil
+}
+
+// advisedNodes tests NOWAIT as devnode.Nodes does, and where no node is
+// opened (a tree that is not this machine's, no --dev) says how to have
+// them tested.
+type advisedNodes struct{ devnode.Nodes }
+
+func (n advisedNodes) Fill(dev *sysfs.Device) {
+	n.Nodes.Fill(dev)
+	if n.Refused() {
+		dev.NoWaitReason += ": pass --dev DIR to test them"
 	}
-	return dev, nil
 }
 
 // partitionsNamed words the partitions among errs, one per line, or "".
@@ -191,11 +160,6 @@ func partitionsNamed(errs []error) string {
 		}
 	}
 	return strings.Join(msgs, "\niosched: ")
-}
-
-func queueDirExists(fs sysfs.FS, dev *sysfs.Device) bool {
-	st, err := os.Stat(filepath.Join(fs.Root(), filepath.FromSlash(dev.Path), "queue"))
-	return err == nil && st.IsDir()
 }
 
 // dedupe drops repeated names, keeping the first: "plan vda vda" shows vda
@@ -240,10 +204,10 @@ func concurrently(n, limit int, fn func(i int)) {
 func readLimit() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // unmatchedRules words the rules of p that matched none of the disks.
-func unmatchedRules(p *policy.Policy, as []assessment) []string {
+func unmatchedRules(p *policy.Policy, as []pipeline.Assessment) []string {
 	hits := map[string]bool{}
 	for _, a := range as {
-		for _, r := range a.eval.Matched {
+		for _, r := range a.Eval.Matched {
 			hits[r] = true
 		}
 	}
@@ -270,25 +234,4 @@ func showFrom(c plan.Change) string {
 		return "(after " + c.After + ")"
 	}
 	return c.From
-}
-
-// withProbeDecision is ev with the scheduler a remembered or seeded probe
-// chose for dev, as the daemon applies it (probe.Report.Decided), so that
-// plan and apply agree with the daemon instead of undoing its choice. No
-// decision (or none to be read: plan's note says why): ev as it is.
-func (e *env) withProbeDecision(p *policy.Policy, fs sysfs.FS, dev *sysfs.Device, ev policy.Evaluation) policy.Evaluation {
-	pr, rule := p.ProbeFor(dev)
-	if pr == nil || dev.Scheduler == nil || e.stateDir == "" {
-		return ev
-	}
-	full, err := fs.Device(dev.Name) // the result's key: model, size, queues
-	if err != nil {
-		return ev
-	}
-	runner := &probe.Runner{FS: fs, DevDir: e.devDir, StateDir: e.stateDir, Store: probe.OpenStore(e.stateDir, p.Daemon.ProbeResults)}
-	rep, _ := runner.Lookup(full, probe.FromPolicy(pr), pr.MaxAge)
-	if rep == nil {
-		return ev
-	}
-	return rep.Decided(ev, rule)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/probe"
@@ -22,22 +23,22 @@ func newExplainCmd(e *env) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// One disk, shown whole: every fact, whatever the policy tests.
-			all := func(*policy.Policy) readScope { return everything() }
-			pol, rs, _, err := e.assess(args, all, 1, nil)
+			all := func(*policy.Policy) pipeline.Scope { return pipeline.Everything() }
+			_, rs, _, err := e.assess(args, all, 1, nil)
 			if err != nil {
 				return err
 			}
 			if rs[0].err != nil {
 				return &ExitError{Code: 1, Msg: printable(rs[0].err.Error())}
 			}
-			a := rs[0].assessment
+			a := rs[0].Assessment
 			fs, err := e.fs()
 			if err != nil {
 				return err
 			}
 			var pr probeShown
-			pr.Decision, pr.Err = probeNote(pol, fs, e.devDir, e.stateDir, a.dev, a.eval)
-			if rec, err := rememberedFor(fs, e.stateDir, a.dev); err != nil {
+			pr.Decision, pr.Err = probeNote(a), rs[0].probeErr
+			if rec, err := rememberedFor(fs, e.stateDir, a.Device); err != nil {
 				pr.Err = errors.Join(pr.Err, err)
 			} else if rec != nil {
 				pr.Remembered = recordLine(rec)
@@ -49,7 +50,7 @@ func newExplainCmd(e *env) *cobra.Command {
 					Settings []policy.Setting    `json:"settings"`
 					Plan     plan.Device         `json:"plan"`
 					Probe    *probeShown         `json:"probe,omitempty"`
-				}{a.dev, a.eval.Rules, a.eval.Settings, a.plan, pr.orNil()})
+				}{a.Device, a.Eval.Rules, a.Eval.Settings, a.Plan, pr.orNil()})
 			}
 			renderExplain(e.stdout, a)
 			pr.render(e.stdout)
@@ -61,8 +62,8 @@ func newExplainCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-func renderExplain(w io.Writer, a assessment) {
-	d := a.dev
+func renderExplain(w io.Writer, a pipeline.Assessment) {
+	d := a.Device
 	fmt.Fprintf(w, "%s\n", printable(d.Name))
 	fact := func(k, v string) { fmt.Fprintf(w, "  %-12s %s\n", k+":", printable(v)) }
 	fact("class", string(d.Class))
@@ -101,10 +102,10 @@ func renderExplain(w io.Writer, a assessment) {
 	}
 
 	fmt.Fprintln(w, "\nrules:")
-	if len(a.eval.Rules) == 0 {
+	if len(a.Eval.Rules) == 0 {
 		fmt.Fprintln(w, "  (the policy has no rules)")
 	}
-	for _, r := range a.eval.Rules {
+	for _, r := range a.Eval.Rules {
 		if r.Matched {
 			fmt.Fprintf(w, "  %d %q: matched\n", r.Index, r.Rule)
 			continue
@@ -116,10 +117,10 @@ func renderExplain(w io.Writer, a assessment) {
 	}
 
 	fmt.Fprintln(w, "\nsettings:")
-	if len(a.eval.Settings) == 0 {
+	if len(a.Eval.Settings) == 0 {
 		fmt.Fprintln(w, "  (none: no matching rule sets anything)")
 	}
-	for _, s := range a.eval.Settings {
+	for _, s := range a.Eval.Settings {
 		line := fmt.Sprintf("  %s = %s (rule %q", s.Attribute, printable(strings.Join(s.Values, " or ")), s.Rule)
 		if len(s.Overrode) > 0 {
 			line += ", overriding " + quoteAll(s.Overrode)
@@ -128,7 +129,7 @@ func renderExplain(w io.Writer, a assessment) {
 	}
 
 	fmt.Fprintln(w, "\nplan:")
-	renderPlanBody(w, a.plan)
+	renderPlanBody(w, a.Plan)
 }
 
 // missingNote says which file was missing when fact is unknown for that.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -74,10 +75,11 @@ func newListCmd(e *env) *cobra.Command {
 // link loop, a link out of the tree) is skipped and said in skipped, so one
 // bad entry never hides the others.
 func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, skipped []string, err error) {
-	fs, err := e.fs()
+	pipe, err := e.pipeline()
 	if err != nil {
 		return nil, nil, err
 	}
+	fs := pipe.FS
 	all := len(names) == 0
 	if all {
 		if names, err = fs.Disks(); err != nil {
@@ -87,15 +89,15 @@ func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, sk
 	names = dedupe(names)
 	read := make([]*sysfs.Device, len(names))
 	errs := make([]error, len(names))
-	sc := everything()
-	sc.nowait = nowait
+	sc := pipeline.Everything()
+	sc.NoWait = nowait
 	concurrently(len(names), readLimit(), func(i int) {
 		disk, err := fs.OpenDisk(names[i])
 		if err != nil {
 			errs[i] = err
 			return
 		}
-		read[i], errs[i] = e.readDisk(fs, disk, names[i], sc)
+		read[i], errs[i] = pipe.Read(disk, sc, sysfs.Ident{}, nil)
 		disk.Close()
 	})
 	devs = make([]*sysfs.Device, 0, len(names))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/probe"
 )
@@ -26,11 +27,7 @@ Exit status: 0, or 1 when a setting could not be planned because the disk
 could not be read. With --detailed-exitcode: 0 when nothing would change, 2
 when something would, 1 on error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pol, rs, warnings, err := e.assess(args, neededBy, readLimit(), nil)
-			if err != nil {
-				return err
-			}
-			fs, err := e.fs()
+			_, rs, warnings, err := e.assess(args, pipeline.Needs, readLimit(), nil)
 			if err != nil {
 				return err
 			}
@@ -41,16 +38,16 @@ when something would, 1 on error.`,
 			for _, r := range rs {
 				switch {
 				case r.err == nil:
-					plans = append(plans, r.plan)
-					note, err := probeNote(pol, fs, e.devDir, e.stateDir, r.dev, r.eval)
-					if err != nil {
-						warnings = append(warnings, fmt.Sprintf("%s: probe results: %v", r.name, err))
+					plans = append(plans, r.Plan)
+					note := probeNote(r.Assessment)
+					if r.probeErr != nil {
+						warnings = append(warnings, fmt.Sprintf("%s: probe results: %v", r.name, r.probeErr))
 					}
 					if note != "" {
 						notes[r.name] = note
 					}
-					changes += len(r.plan.Changes)
-					errs += len(r.plan.Errors)
+					changes += len(r.Plan.Changes)
+					errs += len(r.Plan.Errors)
 				case len(args) > 0:
 					// Named and not there: said, and the others still
 					// planned (sysfs errors name the device).

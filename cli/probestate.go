@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/statefile"
-	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -41,31 +41,25 @@ func recordLine(r *probe.Record) string {
 }
 
 // probeNote is what the daemon does about the disk's scheduler under a
-// [rule.probe] of pol: use the remembered or seeded decision, or probe
-// (pending), the rule's scheduler being the interim value. "" when no rule
-// probes the disk. dev may have been read with only the facts pol needs:
-// the disk is read whole when a rule probes it.
-func probeNote(pol *policy.Policy, fs sysfs.FS, devDir, stateDir string, dev *sysfs.Device, ev policy.Evaluation) (string, error) {
-	pr, rule := pol.ProbeFor(dev)
-	if pr == nil || dev.Scheduler == nil {
-		return "", nil
+// [rule.probe]: use the remembered or seeded decision, or probe (pending),
+// the rule's scheduler being the interim value. "" when no rule probes the
+// disk.
+func probeNote(a pipeline.Assessment) string {
+	dec := a.Probe
+	switch {
+	case !dec.Probed():
+		return ""
+	case dec.Report != nil:
+		rep := dec.Report
+		return fmt.Sprintf("scheduler: probe decided %s (rule %q; %s; %s)", rep.Winner, dec.Rule, rep.Provenance, rep.From)
 	}
-	full, err := fs.Device(dev.Name)
-	if err != nil {
-		return "", err
-	}
-	runner := &probe.Runner{FS: fs, DevDir: devDir, StateDir: stateDir, Store: probe.OpenStore(stateDir, pol.Daemon.ProbeResults)}
-	rep, err := runner.Lookup(full, probe.FromPolicy(pr), pr.MaxAge)
-	if rep != nil {
-		return fmt.Sprintf("scheduler: probe decided %s (rule %q; %s; %s)", rep.Winner, rule, rep.Provenance, rep.From), err
-	}
-	interim := "the disk's own " + *dev.Scheduler
-	for _, s := range ev.Settings {
+	interim := "the disk's own " + *a.Device.Scheduler
+	for _, s := range a.Eval.Settings {
 		if s.Attribute == "scheduler" {
 			interim = strings.Join(s.Values, " or ")
 		}
 	}
-	return fmt.Sprintf("scheduler: probe pending (rule %q); interim %s", rule, interim), err
+	return fmt.Sprintf("scheduler: probe pending (rule %q); interim %s", dec.Rule, interim)
 }
 
 // renderRemembered lists the disks with a remembered probe result, after
