@@ -21,6 +21,7 @@ import (
 	"github.com/iosched/iosched/internal/inflight"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/metrics"
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
 	"github.com/iosched/iosched/uevent"
@@ -121,6 +122,7 @@ type Daemon struct {
 	log     *slog.Logger
 	fs      sysfs.FS
 	applier apply.Applier
+	pipe    *pipeline.Pipeline
 	queue   *queue
 	policy  atomic.Pointer[policy.Policy]
 	writes  atomic.Int64
@@ -238,6 +240,7 @@ func New(cfg Config) (*Daemon, error) {
 		log:       cfg.Logger,
 		fs:        cfg.FS,
 		applier:   apply.Applier{FS: cfg.FS},
+		pipe:      &pipeline.Pipeline{FS: cfg.FS, Nodes: devnode.NodesFor(cfg.FS.Root(), cfg.DevDir), StateDir: cfg.StateDir, Evaluate: cfg.evaluate},
 		disks:     map[string]*disk{},
 		changed:   make(chan struct{}, 1),
 		scanDone:  make(chan scanResult, 1),

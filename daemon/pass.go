@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/apply"
-	"github.com/iosched/iosched/devnode"
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
@@ -86,8 +86,8 @@ func (d *Daemon) pass(name string, j job) {
 		d.noteError(name, rec, err.Error())
 		return
 	}
-	ev = d.withProbe(pol, dev, ev)
-	p := plan.For(dev, ev)
+	a := d.pipe.Plan(dev, ev, d.probeDecision(pol, dev, ev))
+	ev, p := a.Eval, a.Plan
 	// A pass udevd's processed event asked for retries what was held: a
 	// value not kept before may have been a udev rule's write racing ours,
 	// not the kernel's refusal, and udevd is done with the disk now.
@@ -105,10 +105,26 @@ func (d *Daemon) pass(name string, j job) {
 		if d.probes.holds(name) {
 			return // the daemon's probe is switching its scheduler
 		}
-		// Held until the writes are done, so no probe starts between
-		// this check and them.
-		release, err := d.locks.LockToWrite(name)
-		defer release()
+		applier := d.applier
+		if diskDir != nil {
+			applier.FS = diskDir // written where it was read
+		}
+		var remember func()
+		if pol.Daemon.RestoreOnExit {
+			// Under the disk's lock: no probe's candidate is taken
+			// for the disk's original.
+			remember = func() {
+				err := d.orig.remember(dev, p.Changes)
+				if err != nil {
+					d.log.Error("remembering original values; restore_on_exit may not restore them", "device", name, "error", err)
+				}
+				d.notePersistence(err)
+			}
+		}
+		// The disk's lock is taken after the check above, so no probe
+		// starts between it and the writes.
+		var err error
+		res, err = d.pipe.Write(d.passCtx, d.locks, applier, p, remember)
 		switch {
 		case disklock.IsBusy(err):
 			return // another process probes it (or writes its settings)
@@ -116,18 +132,6 @@ func (d *Daemon) pass(name string, j job) {
 			d.log.Warn("not written this pass: the disk's lock cannot be taken", "device", name, "error", err)
 			return
 		}
-		if pol.Daemon.RestoreOnExit {
-			err := d.orig.remember(dev, p.Changes)
-			if err != nil {
-				d.log.Error("remembering original values; restore_on_exit may not restore them", "device", name, "error", err)
-			}
-			d.notePersistence(err)
-		}
-		applier := d.applier
-		if diskDir != nil {
-			applier.FS = diskDir // written where it was read
-		}
-		res = applier.Device(d.passCtx, p)
 		d.writes.Add(int64(res.Writes))
 		if res.Gone {
 			d.forget(name)
@@ -152,14 +156,14 @@ func (d *Daemon) pass(name string, j job) {
 // policy (reloaded) tests a fact the snapshot was not read with, or NOWAIT,
 // never tested on this disk.
 func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sysfs.Device, policy.Evaluation, *sysfs.Disk, error) {
-	needs := pol.Needs()
+	sc := pipeline.Needs(pol)
 	if j.props != nil {
 		rec.props = j.props
 	}
-	if j.kind == settingsOnly && rec.snap != nil && needs&^rec.facts == 0 && (!pol.UsesNoWait() || noWaitTested(rec.snap)) {
+	if j.kind == settingsOnly && rec.snap != nil && sc.Facts&^rec.facts == 0 && (!sc.NoWait || pipeline.NoWaitTested(rec.snap)) {
 		dev := rec.snap // this pass's own: updated in place
 		dev.Properties = rec.props
-		ev := d.cfg.evaluate(pol, dev)
+		ev := d.pipe.EvaluatePolicy(pol, dev)
 		err := d.refresh(dev, ev)
 		if err == nil || sysfs.Gone(err) {
 			return dev, ev, nil, err
@@ -176,7 +180,11 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 			diskDir.Close()
 		}
 	}()
-	dev, err := diskDir.Read(needs, j.ident)
+	// NOWAIT is a driver property: the snapshot's answer is kept for the
+	// same disk (pipeline.Read), and tested only when a rule tests it, as
+	// the test opens the device node, which costs more than the rest of a
+	// pass.
+	dev, err := d.pipe.Read(diskDir, sc, j.ident, rec.snap)
 	if err != nil {
 		return nil, policy.Evaluation{}, nil, err
 	}
@@ -185,33 +193,16 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 		// were among events lost (this is the rescan after).
 		d.renew(name, rec, j.props)
 	}
-	rec.facts = needs
+	rec.facts = sc.Facts
 	if rec.props == nil && d.udev {
 		// No event brought them (the first scan, a rescan): udevd's
 		// database has what its last event said.
 		rec.props = uevent.UdevProperties(d.cfg.UdevDataDir, dev.MajorMinor)
 	}
 	dev.Properties = rec.props
-	if prev := rec.snap; prev != nil && noWaitTested(prev) && prev.MajorMinor == dev.MajorMinor && prev.DiskSeq == dev.DiskSeq {
-		// A driver property: tested once per disk, and a test that could
-		// not tell (the node would not open) is not repeated every pass.
-		dev.NoWait, dev.NoWaitReason = prev.NoWait, prev.NoWaitReason
-	}
-	ev := d.evaluateProbing(pol, dev)
+	ev := d.pipe.EvaluatePolicy(pol, dev)
 	handed = true
 	return dev, ev, diskDir, nil
-}
-
-func noWaitTested(d *sysfs.Device) bool { return d.NoWait != nil || d.NoWaitReason != "" }
-
-// evaluateProbing evaluates the policy, testing NOWAIT only when a rule
-// tests it: the test opens the device node, which costs more than the rest
-// of a pass.
-func (d *Daemon) evaluateProbing(pol *policy.Policy, dev *sysfs.Device) policy.Evaluation {
-	if !noWaitTested(dev) && pol.UsesNoWait() {
-		devnode.Fill(d.cfg.DevDir, dev)
-	}
-	return d.cfg.evaluate(pol, dev)
 }
 
 // refresh re-reads into dev the attributes ev sets. Facts stay as last read:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
@@ -235,15 +236,15 @@ func (d *Daemon) probeHolds(name string) bool {
 	return d.probes.holds(name) || d.locks.Held(name)
 }
 
-// withProbe returns ev with the disk's probe decision as its scheduler
-// setting. A disk a probing rule matches that has no decision yet is looked
-// up in the remembered and seeded results (once), and without one its probe
-// is queued: ev stays as it is, the interim settings.
-func (d *Daemon) withProbe(pol *policy.Policy, dev *sysfs.Device, ev policy.Evaluation) policy.Evaluation {
+// probeDecision is the disk's probe decision, for its scheduler setting. A
+// disk a probing rule matches that has no decision yet is looked up in the
+// remembered and seeded results (once), and without one its probe is
+// queued: the decision is pending, ev's settings the interim ones.
+func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.Evaluation) pipeline.ProbeDecision {
 	pr, rule := pol.ProbeFor(dev)
 	if pr == nil || dev.Scheduler == nil {
 		d.probes.cancel(dev.Name) // no longer probed (its facts changed)
-		return ev
+		return pipeline.ProbeDecision{}
 	}
 	name := dev.Name
 	d.probes.mu.Lock()
@@ -255,15 +256,12 @@ func (d *Daemon) withProbe(pol *policy.Policy, dev *sysfs.Device, ev policy.Eval
 	d.probes.mu.Lock()
 	rep := dp.report
 	d.probes.mu.Unlock()
-	if rep == nil {
-		return ev
-	}
-	return rep.Decided(ev, rule)
+	return pipeline.ProbeDecision{Rule: rule, Probe: pr, Report: rep}
 }
 
-// lookUpProbe finds the disk's remembered or seeded decision, else queues
-// its probe. It reads the disk whole (the result's key: model, size, queues),
-// once per disk and policy.
+// lookUpProbe finds the disk's remembered or seeded decision
+// (pipeline.LookUpProbe, which reads the disk whole: once per disk and
+// policy), else queues its probe.
 func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string, pr *policy.Probe, ev policy.Evaluation) *diskProbe {
 	name := dev.Name
 	dp := &diskProbe{state: statefile.ProbeState{Rule: rule, Status: "pending", Since: time.Now()}}
@@ -274,16 +272,12 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string,
 	}
 	opts := probe.FromPolicy(pr)
 	runner := d.probeRunner(pol)
-	full, err := d.fs.Device(name)
-	if err == nil {
-		var rep *probe.Report
-		rep, err = runner.Lookup(full, opts, pr.MaxAge)
-		if rep != nil {
-			dp.report = rep
-			dp.state.Status, dp.state.Winner, dp.state.Provenance, dp.state.From = "decided", rep.Winner, rep.Provenance, rep.From
-			d.recordProbe(name, rep)
-			d.log.Info("probe decision reused", "device", name, "rule", rule, "winner", rep.Winner, "provenance", rep.Provenance, "from", rep.From)
-		}
+	dec, err := d.pipe.LookUpProbe(pol, dev)
+	if rep := dec.Report; rep != nil {
+		dp.report = rep
+		dp.state.Status, dp.state.Winner, dp.state.Provenance, dp.state.From = "decided", rep.Winner, rep.Provenance, rep.From
+		d.recordProbe(name, rep)
+		d.log.Info("probe decision reused", "device", name, "rule", rule, "winner", rep.Winner, "provenance", rep.Provenance, "from", rep.From)
 	}
 	if err != nil {
 		d.log.Warn("looking up remembered probe results", "device", name, "error", err)

@@ -68,7 +68,9 @@ func (p *Pipeline) Read(disk *sysfs.Disk, sc Scope, ident sysfs.Ident, prev *sys
 	if err != nil {
 		return nil, err
 	}
-	if dev.Scheduler == nil && !p.queueDirExists(dev) {
+	// disk.Read notes a missing queue/ among dev.Errors: only then is it
+	// looked for, so a disk read whole costs no lookup more.
+	if dev.Scheduler == nil && len(dev.Errors) > 0 && !p.queueDirExists(dev) {
 		return nil, fmt.Errorf("%w: %s (it has no queue/ directory: being removed, or still being added)", sysfs.ErrNoDevice, dev.Name)
 	}
 	switch {
