@@ -69,7 +69,7 @@ func (p *Pipeline) Read(disk *sysfs.Disk, sc Scope, ident sysfs.Ident, prev *sys
 		return nil, err
 	}
 	// disk.Read notes a missing queue/ among dev.Errors: only then is it
-	// looked for, so a disk read whole costs no lookup more.
+	// looked for, so a disk with its queue costs no lookup more.
 	if dev.Scheduler == nil && len(dev.Errors) > 0 && !p.queueDirExists(dev) {
 		return nil, fmt.Errorf("%w: %s (it has no queue/ directory: being removed, or still being added)", sysfs.ErrNoDevice, dev.Name)
 	}
