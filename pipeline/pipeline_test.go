@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/treetest"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
@@ -331,24 +332,28 @@ func TestWriteUnderTheDisksLock(t *testing.T) {
 		t.Fatalf("nbd0: nr_requests %s, plan %+v; the test needs one change to make", before, a.Plan.Changes)
 	}
 
-	release, err := probe.Hold(p.StateDir, "nbd0")
+	lockFile := filepath.Join(t.TempDir(), "disks.lock")
+	writer, prober := disklock.New(lockFile), disklock.New(lockFile)
+	defer writer.Close()
+	defer prober.Close()
+	unlock, err := prober.Lock("nbd0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	prepared := false
-	res, err := p.Write(context.Background(), apply.Applier{FS: disk}, a.Plan, func() { prepared = true })
-	if !probe.IsBusy(err) || prepared || res.Writes != 0 || queueFile(t, p, a.Device, "nr_requests") != before {
+	res, err := p.Write(context.Background(), writer, apply.Applier{FS: disk}, a.Plan, func() { prepared = true })
+	if !disklock.IsBusy(err) || prepared || res.Writes != 0 || queueFile(t, p, a.Device, "nr_requests") != before {
 		t.Errorf("held by a probe: err %v, prepared %v, %d writes; want busy and nothing done", err, prepared, res.Writes)
 	}
-	res, err = p.Write(context.Background(), apply.Applier{FS: disk, DryRun: true}, a.Plan, nil)
+	res, err = p.Write(context.Background(), writer, apply.Applier{FS: disk, DryRun: true}, a.Plan, nil)
 	if err != nil || res.Writes != 0 || len(res.Outcomes) != 1 || res.Outcomes[0].Status != apply.Planned {
 		t.Errorf("dry run while held: err %v, %+v; want the change planned, no lock asked", err, res)
 	}
-	release()
+	unlock()
 
 	var heldInPrepare, writtenBeforePrepare bool
-	res, err = p.Write(context.Background(), apply.Applier{FS: disk}, a.Plan, func() {
-		heldInPrepare = probe.Probing(p.StateDir, "nbd0")
+	res, err = p.Write(context.Background(), writer, apply.Applier{FS: disk}, a.Plan, func() {
+		heldInPrepare = prober.Held("nbd0")
 		writtenBeforePrepare = queueFile(t, p, a.Device, "nr_requests") != before
 	})
 	if err != nil || res.Failed() || res.Writes != 1 || queueFile(t, p, a.Device, "nr_requests") != "32" {
@@ -357,7 +362,7 @@ func TestWriteUnderTheDisksLock(t *testing.T) {
 	if !heldInPrepare || writtenBeforePrepare {
 		t.Errorf("prepare: lock held %v, disk already written %v; want it run under the lock before the writes", heldInPrepare, writtenBeforePrepare)
 	}
-	if probe.Probing(p.StateDir, "nbd0") {
+	if prober.Held("nbd0") {
 		t.Errorf("the disk's lock is still held after Write returned")
 	}
 }
