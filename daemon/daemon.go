@@ -97,7 +97,7 @@ type Config struct {
 	dial          uevent.Dialer
 	followDial    uevent.Dialer // udevd's events in kernel mode; nil: not followed
 	udevdGrace    time.Duration
-	evaluate      func(*policy.Policy, *sysfs.Device) policy.Evaluation
+	evaluate      func(*policy.Policy, *sysfs.Device, func() bool) (policy.Evaluation, bool)
 	stateDebounce time.Duration
 	probeRetry    time.Duration // after a busy disk (default probeRetry)
 	// policyDebounce: the quiet time before a changed policy is reloaded
@@ -230,7 +230,7 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	if cfg.evaluate == nil {
-		cfg.evaluate = (*policy.Policy).Evaluate
+		cfg.evaluate = (*policy.Policy).EvaluateUntil
 	}
 	if cfg.stateDebounce <= 0 {
 		cfg.stateDebounce = 250 * time.Millisecond
@@ -240,7 +240,7 @@ func New(cfg Config) (*Daemon, error) {
 		log:       cfg.Logger,
 		fs:        cfg.FS,
 		applier:   apply.Applier{FS: cfg.FS},
-		pipe:      &pipeline.Pipeline{FS: cfg.FS, Nodes: devnode.NodesFor(cfg.FS.Root(), cfg.DevDir), StateDir: cfg.StateDir, Evaluate: cfg.evaluate},
+		pipe:      &pipeline.Pipeline{FS: cfg.FS, Nodes: devnode.NodesFor(cfg.FS.Root(), cfg.DevDir), StateDir: cfg.StateDir},
 		disks:     map[string]*disk{},
 		changed:   make(chan struct{}, 1),
 		scanDone:  make(chan scanResult, 1),
@@ -250,6 +250,13 @@ func New(cfg Config) (*Daemon, error) {
 		locks:     disklock.New(cfg.LockFile),
 	}
 	d.inFlight = inflight.New(d.markChanged)
+	// A stop is asked between rules, not only between disks: a policy of
+	// thousands of rules takes a while on each disk in flight. What an
+	// evaluation cut short returns is never used: the pass sees the stop.
+	d.pipe.Evaluate = func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+		ev, _ := cfg.evaluate(p, dev, d.stopping.Load)
+		return ev
+	}
 	d.probes.retry = cfg.probeRetry
 	d.probes.init(policy.DefaultProbeConcurrency)
 	d.queue = newQueue(cfg.Parallel, d.pass)

@@ -388,12 +388,12 @@ func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	r, c := fakeDaemonWith(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), func(cfg *Config) {
-		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			if dev.Name == "loop20000" && stuck.Load() {
 				entered <- struct{}{}
 				<-release
 			}
-			return p.Evaluate(dev)
+			return p.EvaluateUntil(dev, stop)
 		}
 		cfg.StopTimeout = 100 * time.Millisecond
 	}, "loop20000", "loop20001")
@@ -467,12 +467,12 @@ func TestReadyWaitsForEveryReload(t *testing.T) {
 			entered := make(chan struct{}, 1)
 			step := make(chan struct{})
 			r, _ := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-				cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+				cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 					if hold.Load() {
 						entered <- struct{}{}
 						<-step
 					}
-					return p.Evaluate(dev)
+					return p.EvaluateUntil(dev, stop)
 				}
 			}, "loop20000")
 			defer func() {
@@ -514,12 +514,12 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		entered := make(chan struct{}, 1)
 		release := make(chan struct{})
 		r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-			cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+			cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 				if hold.CompareAndSwap(true, false) {
 					entered <- struct{}{}
 					<-release
 				}
-				return p.Evaluate(dev)
+				return p.EvaluateUntil(dev, stop)
 			}
 		}, "loop20000")
 		hold.Store(true)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/policy"
@@ -233,10 +234,10 @@ func TestStopDuringTheStartScan(t *testing.T) {
 	d, err := New(Config{PolicyPath: policyPath, FS: fs, StateDir: filepath.Join(dir, "state"), RuntimeDir: filepath.Join(dir, "run"),
 		LockFile: filepath.Join(dir, "disks.lock"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal), Parallel: 8,
 		dial: (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial,
-		evaluate: func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+		evaluate: func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			entered <- struct{}{}
 			time.Sleep(100 * time.Millisecond) // 300 disks, 8 at once: a 4 s scan
-			return p.Evaluate(dev)
+			return p.EvaluateUntil(dev, stop)
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -262,6 +263,60 @@ func TestStopDuringTheStartScan(t *testing.T) {
 		if strings.Contains(m, "READY=1") {
 			t.Errorf("READY after a stop was asked: %q", m)
 		}
+	}
+}
+
+// A stop reaches an evaluation in flight: the daemon hands the policy's
+// evaluation a stop that says yes once a stop begins, so a policy of
+// thousands of rules is cut short between two rules (policy.EvaluateUntil)
+// instead of being finished on every disk in flight, and what was cut
+// short is never written.
+func TestStopReachesAnEvaluation(t *testing.T) {
+	dir := t.TempDir()
+	policyPath := filepath.Join(dir, "policy.toml")
+	writeFile(t, policyPath, testPolicy(""))
+	entered := make(chan struct{}, 8)
+	stopSeen := make(chan struct{}, 8)
+	fs := fakeTree(t, "loop20000", "loop20001")
+	d, err := New(Config{PolicyPath: policyPath, FS: fs, StateDir: filepath.Join(dir, "state"), RuntimeDir: filepath.Join(dir, "run"),
+		LockFile: filepath.Join(dir, "disks.lock"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal), Parallel: 8,
+		dial: (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial,
+		evaluate: func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+			entered <- struct{}{}
+			// An evaluation that takes until it is told to stop.
+			if !eventually.Within(10*time.Second, stop) {
+				return p.EvaluateUntil(dev, stop)
+			}
+			stopSeen <- struct{}{}
+			return policy.Evaluation{Settings: []policy.Setting{{Attribute: "scheduler", Values: []string{"bfq"}}}}, false
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	<-entered // the scan is evaluating a disk
+	cancel()  // what SIGTERM does
+	stopped := time.Now()
+	select {
+	case <-stopSeen:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the evaluation in flight was not told of the stop within 5 s")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10 s")
+	}
+	if took := time.Since(stopped); took > time.Second {
+		t.Errorf("stopped %s after the SIGTERM, want under 1 s", took)
+	}
+	if w := d.writes.Load(); w != 0 {
+		t.Errorf("%d writes after the stop: an evaluation cut short was written", w)
 	}
 }
 

@@ -86,6 +86,9 @@ func (d *Daemon) pass(name string, j job) {
 		d.noteError(name, rec, err.Error())
 		return
 	}
+	if d.stopping.Load() {
+		return // a stop abandons what has not started writing (ev may be cut short)
+	}
 	a := d.pipe.Plan(dev, ev, d.probeDecision(pol, dev, ev))
 	ev, p := a.Eval, a.Plan
 	// A pass udevd's processed event asked for retries what was held: a

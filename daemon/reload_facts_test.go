@@ -50,13 +50,13 @@ func TestReloadTestsNoWaitWhenItComesToMatter(t *testing.T) {
 	var mu sync.Mutex
 	tested := map[string]bool{}
 	r, _ := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			mu.Lock()
 			if dev.NoWait != nil || dev.NoWaitReason != "" {
 				tested[dev.Name] = true
 			}
 			mu.Unlock()
-			return p.Evaluate(dev)
+			return p.EvaluateUntil(dev, stop)
 		}
 	}, "loop20000")
 	mu.Lock()
@@ -89,12 +89,12 @@ func TestStuckDiskDoesNotBlockLaterRescans(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device) policy.Evaluation {
+		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			if dev.Name == "loop20000" && stuck.Load() {
 				entered <- struct{}{}
 				<-release
 			}
-			return p.Evaluate(dev)
+			return p.EvaluateUntil(dev, stop)
 		}
 		cfg.ScanTimeout = 300 * time.Millisecond
 		cfg.StopTimeout = 500 * time.Millisecond
