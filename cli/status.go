@@ -135,7 +135,7 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 
 	names := make([]string, 0, len(st.Disks))
 	for n, d := range st.Disks {
-		if all || len(d.Rules) > 0 || d.LastError != nil || len(d.Refused) > 0 || len(d.InFlight) > 0 {
+		if all || len(d.Rules) > 0 || d.LastError != nil || len(d.Refused) > 0 || len(d.InFlight) > 0 || d.Held != nil {
 			names = append(names, n)
 		}
 	}
@@ -174,6 +174,9 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 		}
 		for _, f := range d.InFlight {
 			fmt.Fprintf(w, "%s: write in flight since %s: %s (the disk has not answered it yet)\n", n, f.Since.Local().Format(stamp), f.What)
+		}
+		if h := d.Held; h != nil {
+			fmt.Fprintf(w, "%s: not written since %s: %s\n", n, h.At.Local().Format(stamp), h.Message)
 		}
 		if e := d.LastError; e != nil {
 			fmt.Fprintf(w, "%s: error at %s: %s\n", n, e.At.Local().Format(stamp), e.Message)

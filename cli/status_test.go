@@ -120,7 +120,8 @@ func TestStatusShowsTheDaemon(t *testing.T) {
 // What keeps the daemon from doing all its job shows: a failure to save the
 // original values, disks whose originals are unknown, records moved aside
 // as unreadable, warnings, refused writes, writes still in the kernel (on
-// a disk no rule manages any more too). Before, a failed save left "last
+// a disk no rule manages any more too), a disk another process's lock
+// keeps from being written. Before, a failed save left "last
 // error: none", and an unreadable probe record was deleted unseen.
 func TestStatusShowsFaults(t *testing.T) {
 	dir := t.TempDir()
@@ -135,6 +136,7 @@ func TestStatusShowsFaults(t *testing.T) {
 			"loop20000": {Class: "loop", Rules: []string{"loops"}, Refused: []statefile.Refusal{
 				{Attribute: "nr_requests", Value: "100000", Error: "write: invalid argument", Since: at, Retry: at.Add(time.Minute)}}},
 			"loop20002": {InFlight: []statefile.InFlight{{What: "restore", Since: at}}},
+			"loop20003": {Class: "loop", Held: &statefile.Problem{At: at, Message: "loop20003: its lock in /run/lock/iosched/disks.lock is held"}},
 		},
 	}
 	writeState(t, dir, st)
@@ -149,6 +151,7 @@ func TestStatusShowsFaults(t *testing.T) {
 		"warning: uevent_source is udev, but no udevd runs",
 		"loop20000: nr_requests=100000 refused since 2025-03-01 12:00:00 (write: invalid argument); next try 2025-03-01 12:01:00",
 		"loop20002: write in flight since 2025-03-01 12:00:00: restore (the disk has not answered it yet)",
+		"loop20003: not written since 2025-03-01 12:00:00: loop20003: its lock in /run/lock/iosched/disks.lock is held",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)

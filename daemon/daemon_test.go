@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/originals"
 
@@ -660,5 +661,50 @@ func (r *running) wantRemembered(t *testing.T, disks ...string) {
 	}
 	if !slices.Equal(slices.Sorted(maps.Keys(f.Disks)), slices.Sorted(slices.Values(disks))) {
 		t.Errorf("originals file = %s, want the values of %v only", saved, disks)
+	}
+}
+
+// A disk whose lock another process holds (a CLI probe, perhaps stuck on a
+// disk that stopped answering) is not written, and status says why, once
+// in the log; when the lock is let go, the next pass writes it and the
+// note goes.
+func TestStatusSaysWhyAHeldDiskIsNotWritten(t *testing.T) {
+	lockFile := filepath.Join(t.TempDir(), "disks.lock")
+	release, err := disklock.New(lockFile).Lock("loop20000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) { cfg.LockFile = lockFile }, "loop20000", "loop20001")
+	if got := r.attr(t, "loop20001", "scheduler"); got != "mq-deadline" {
+		t.Fatalf("loop20001 (not held) scheduler = %s, want mq-deadline", got)
+	}
+	if got := r.attr(t, "loop20000", "scheduler"); got != "none" {
+		t.Fatalf("loop20000 (held) scheduler = %s, want none: written under another's lock", got)
+	}
+	var held *statefile.Problem
+	waitFor(t, 5*time.Second, "the state file to say loop20000 is held", func() bool {
+		if d := r.state(t).Disks["loop20000"]; d != nil {
+			held = d.Held
+		}
+		return held != nil
+	})
+	if !strings.Contains(held.Message, "loop20000") || !strings.Contains(held.Message, "lock") {
+		t.Errorf("held = %q, want the disk and its lock named", held.Message)
+	}
+	// Another pass while still held (one disk's passes run one after the
+	// other, so it ends before the pass after the release).
+	c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
+	r.waitPasses(t, r.d.passes.Load()+1)
+
+	release()
+	c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
+	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	waitFor(t, 5*time.Second, "the held note to go", func() bool {
+		d := r.state(t).Disks["loop20000"]
+		return d != nil && d.Held == nil
+	})
+	if n := len(r.log.lines("level=WARN", "another process holds the disk's lock", "device=loop20000")); n != 1 {
+		t.Errorf("%d log lines for one held disk over two passes, want 1:\n%s", n, r.log)
 	}
 }

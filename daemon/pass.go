@@ -130,7 +130,8 @@ func (d *Daemon) pass(name string, j job) {
 		res, err = d.pipe.Write(d.passCtx, d.locks, applier, p, remember)
 		switch {
 		case disklock.IsBusy(err):
-			return // another process probes it (or writes its settings)
+			d.noteHeld(name, rec, err) // another process probes it (or writes its settings)
+			return
 		case err != nil:
 			d.log.Warn("not written this pass: the disk's lock cannot be taken", "device", name, "error", err)
 			return

@@ -119,6 +119,23 @@ func (d *Daemon) noteError(name string, rec *disk, msg string) {
 	d.markChanged()
 }
 
+// noteHeld records that another process holds the disk's lock, so the
+// pass wrote nothing: status says why the disk is not managed, and the log
+// says it once, when it begins. The record stays until a pass that may
+// write the disk (noteDisk replaces the disk's state).
+func (d *Daemon) noteHeld(name string, rec *disk, err error) {
+	d.mu.Lock()
+	first := rec.state.Held == nil
+	if first {
+		rec.state.Held = &statefile.Problem{At: time.Now(), Message: err.Error()}
+	}
+	d.mu.Unlock()
+	if first {
+		d.log.Warn("not written: another process holds the disk's lock; retried at its next pass", "device", name, "error", err)
+		d.markChanged()
+	}
+}
+
 func (d *Daemon) noteChange(c statefile.Change) {
 	d.mu.Lock()
 	d.report.lastChange = &c

@@ -152,6 +152,11 @@ type DiskState struct {
 	// switch or restore on a disk that has not answered (a switch waits
 	// for the disk's I/O in flight).
 	InFlight []InFlight `json:"in_flight,omitempty"`
+	// Held says why the daemon has not written the disk since At:
+	// another process holds its lock (an `iosched probe` measuring it,
+	// perhaps one stuck on a disk that stopped answering, or an
+	// `iosched apply`). Cleared by the next pass that may write it.
+	Held *Problem `json:"held,omitempty"`
 }
 
 // InFlight is one write still in the kernel.
