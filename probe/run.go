@@ -101,6 +101,15 @@ var ErrInterrupted = errors.New("probe interrupted")
 // ErrDiskGone is a disk removed (or replaced) during its probe.
 var ErrDiskGone = errors.New("the disk went away during the probe")
 
+// ErrSchedulerChanged is a probe that found its disk's scheduler set by
+// someone else (an admin's echo bfq > queue/scheduler, a udev rule):
+// figures measured then would be another scheduler's under a candidate's
+// name, and putting the original back would undo that change. The probe
+// ends without a result and writes nothing more: the disk keeps the other
+// writer's scheduler (and what its switch reset), and the originals record
+// is dropped, as it no longer describes what should come back.
+var ErrSchedulerChanged = errors.New("someone else changed the disk's scheduler during the probe")
+
 // ErrRestorePending is a probe that ended before the disk took back its
 // original settings: see restoreSlack. Report.RestoreDone tells when it has.
 var ErrRestorePending = errors.New("the original settings are not back yet")
@@ -267,7 +276,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	defer cancel()
 	gone := func() bool { return !t.FS.Exists(name) || t.FS.DiskSeq(name) != dev.DiskSeq }
 	apply := ""
-	writes := writeChain{inFlight: t.InFlight, disk: name}
+	writes := writeChain{inFlight: t.InFlight, disk: name, original: orig.Values["scheduler"]}
 	defer func() {
 		// Every way out puts the originals back, unless the winner is to
 		// stay; a disk that went away has nothing to put back.
@@ -284,6 +293,11 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 			what = "scheduler " + apply
 		}
 		done := writes.start(what, func() error { // after a switch still waiting, if any
+			// The disk must still show what the probe's last
+			// switch left: another's change since stays.
+			if err := writes.stillOurs(t.FS, name, "before the restore"); err != nil {
+				return err
+			}
 			if keep {
 				return setScheduler(t.FS, name, apply)
 			}
@@ -302,7 +316,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 			lockHandedOff = true
 			rep.restoreDone = make(chan struct{})
 			go func() {
-				if done.Err() == nil {
+				if e := done.Err(); e == nil || errors.Is(e, ErrSchedulerChanged) {
 					os.Remove(originalsPath(t.StateDir, name))
 				}
 				unlock()
@@ -318,6 +332,20 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 		}
 		if rerr == nil {
 			rep.Applied, rep.Restored = apply, !keep
+		}
+		if errors.Is(rerr, ErrSchedulerChanged) {
+			// Nothing was written: the record no longer says what
+			// should come back.
+			os.Remove(originalsPath(t.StateDir, name))
+			if !errors.Is(err, ErrSchedulerChanged) { // else said already
+				err = errors.Join(err, rerr)
+			}
+			// Changed after the last measurement: its figures were
+			// the candidates', but the probe still ends without a
+			// result, as one found mid-measurement does.
+			rep.Decision, rep.Applied = Decision{}, ""
+			rep.ElapsedS = time.Since(start).Seconds()
+			return
 		}
 		if rerr != nil {
 			err = errors.Join(err, fmt.Errorf("%s: restoring the original settings (they stay recorded in %s for the next probe or daemon start): %w",
@@ -351,6 +379,9 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 			if err != nil {
 				if gone() {
 					return rep, fmt.Errorf("%s: %w (%v)", name, ErrDiskGone, err)
+				}
+				if errors.Is(err, ErrSchedulerChanged) {
+					return rep, err
 				}
 				if ctx.Err() != nil {
 					return rep, fmt.Errorf("%s: %w: %w", name, ErrInterrupted, ctx.Err())
@@ -398,6 +429,35 @@ type writeChain struct {
 	inFlight *inflight.Writes
 	disk     string
 	last     <-chan struct{} // closed when the last write started has ended
+	// left is the scheduler the probe's last switch set, "" before the
+	// first: only the chain's writes, one after the other, use it.
+	left string
+	// original is the disk's scheduler before the probe.
+	original string
+}
+
+// stillOurs checks, from a write of the chain, that the disk shows the
+// scheduler the probe left on it (its original before the first switch),
+// so that no switch or restore of the probe undoes another's; when says
+// at which step. A scheduler that cannot be read is left to the write
+// after, which fails in turn.
+func (c *writeChain) stillOurs(fs sysfs.FS, name, when string) error {
+	want := c.left
+	if want == "" {
+		want = c.original
+	}
+	return schedulerStill(fs, name, want, when)
+}
+
+// schedulerStill is ErrSchedulerChanged when the disk's scheduler is no
+// longer want.
+func schedulerStill(fs sysfs.FS, name, want, when string) error {
+	cur, err := fs.ReadQueueAttr(name, "scheduler")
+	if err != nil || cur == want {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: it is %s %s, where the probe had left %s; the probe ends without a result and leaves %s and the disk's other settings as they are now (nothing is put back over another's change)",
+		name, ErrSchedulerChanged, cur, when, want, cur)
 }
 
 // start queues w, the write what, after the writes started before it.
@@ -421,7 +481,16 @@ const switchWait = 500 * time.Millisecond
 
 func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options) (RoundFigures, int64, error) {
 	var rf RoundFigures
-	switched := writes.start("scheduler "+sched, func() error { return rec.switchTo(fs, sched) })
+	switched := writes.start("scheduler "+sched, func() error {
+		if err := writes.stillOurs(fs, name, "before the switch to "+sched); err != nil {
+			return err
+		}
+		if err := rec.switchTo(fs, sched); err != nil {
+			return err
+		}
+		writes.left = sched
+		return nil
+	})
 	select {
 	case <-switched.Done():
 		if err := switched.Err(); err != nil {
@@ -444,6 +513,12 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 			runs += s.WorkerRuns
 		} else {
 			runs = -1
+		}
+		if err == nil {
+			// Figures count as sched's only if the disk ran it from
+			// the switch to the end of the measurement (each check
+			// after one is the check before the next).
+			err = schedulerStill(fs, name, sched, fmt.Sprintf("after a measurement of %s (round %d)", sched, round))
 		}
 		return s, err
 	}
