@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -46,9 +44,11 @@ when it is a candidate, else the first) stays.
 Safety: the node is opened O_RDONLY|O_DIRECT and the disk's write counters are
 reported; the scheduler and what a switch resets (nr_requests, iosched/*,
 wbt_lat_usec) are recorded in --state-dir before the first switch and put back
-at the end, on error, on SIGINT/SIGTERM (after SIGKILL: by the next probe or
-daemon start, while the disk still shows what the probe left; values set since
-are not undone, and an unreadable record is moved aside and warned of). One
+at the end, on error, on SIGINT, SIGTERM, SIGHUP (a closed terminal or SSH
+session), SIGQUIT and SIGPIPE, and when the reader of its output goes away
+(iosched probe ... | head -1); after SIGKILL, by the next probe or daemon
+start, while the disk still shows what the probe left (values set since are
+not undone, and an unreadable record is moved aside and warned of). One
 probe per disk at a time, whatever the --state-dir: the lock is the machine's
 (/run/lock/iosched/disks.lock), which the daemon and apply take for their
 writes. A busy disk is refused unless --force. The time
@@ -104,7 +104,7 @@ otherwise (a refusal says why).`,
 					fmt.Fprintf(e.stderr, "%s: dropped an interrupted probe's record: %s\n", printable(r.Device), printable(r.Note))
 				}
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := e.interruptible(context.Background())
 			defer stop()
 			var procs gomaxprocs.Raiser
 			runner := &probe.Runner{FS: fs, DevDir: e.devDir, StateDir: stateDir, Locks: locks, Store: store,
@@ -117,6 +117,9 @@ otherwise (a refusal says why).`,
 				if err != nil {
 					failures = append(failures, err.Error())
 					fmt.Fprintln(e.stderr, "iosched:", printable(err.Error()))
+					if rep != nil && rep.Winner == "" && rep.Restored {
+						fmt.Fprintf(e.stderr, "%s: original settings restored (scheduler %s)\n", printable(name), printable(rep.Original))
+					}
 				}
 				if rep != nil && (err == nil || rep.Winner != "") {
 					reports = append(reports, rep)

@@ -384,7 +384,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 					return rep, err
 				}
 				if ctx.Err() != nil {
-					return rep, fmt.Errorf("%s: %w: %w", name, ErrInterrupted, ctx.Err())
+					return rep, fmt.Errorf("%s: %w: %w", name, ErrInterrupted, context.Cause(ctx))
 				}
 				if mctx.Err() != nil {
 					return rep, fmt.Errorf("%s: the probe ran out of its %s budget", name, budget)
