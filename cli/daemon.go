@@ -100,7 +100,11 @@ neither covers whose settings are already the policy's have unknown original
 values: the log and iosched status name them, and at stop they count as failed
 in the "original values restored" summary while what is known is put back. A
 disk whose write is still hanging at stop is not restored (the two would race);
-its values stay remembered for the next stop.`,
+its values stay remembered for the next stop. The whole stop takes at most 23 s
+(the unit's TimeoutStopSec is above that), but a write to a disk whose queue is
+frozen behind I/O the disk does not answer waits in the kernel uninterruptibly
+(blk_mq_freeze_queue_wait): the log names the disk, and the process exits only
+when the disk answers, whatever signal it gets.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var level slog.Level

@@ -55,7 +55,16 @@ writes. A busy disk is refused unless --force. The time
 budget is printed before starting and kept within a second, also on a disk
 that stops answering: its restore, a switch that waits for the reads in
 flight, is then left to finish on its own, the disk locked until it does and
-the record kept for the next probe or daemon start.
+the record kept for the next probe or daemon start. The probe prints its
+error on time, but the process cannot exit before that switch returns: the
+kernel waits for a frozen queue (blk_mq_freeze_queue_wait) uninterruptibly,
+and a process ends only once each of its threads leaves the kernel, so on a
+disk that never answers again it stays (state D) whatever signal it gets.
+
+If someone else changes the disk's scheduler while it is probed (checked
+before each switch, after each measurement and before the restore), the
+probe ends without a result and puts nothing back over that change: it says
+so, and the other's scheduler stays.
 
 Results are remembered in --state-dir/probes.json, keyed by class, driver,
 model, hardware queues, queue depth, size and kernel release; a remembered

@@ -78,7 +78,7 @@ type Config struct {
 	// 30 s): a disk whose write hangs is left to finish on its own.
 	ScanTimeout time.Duration
 	// StopTimeout bounds how long a stop waits for passes in flight
-	// (default 10 s).
+	// (default DefaultStopTimeout); StopBound is the whole stop's.
 	StopTimeout time.Duration
 	// LoadTimeout bounds how long reading the policy may take (default
 	// 10 s): a load that takes longer is refused.
@@ -214,7 +214,7 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.ScanTimeout = 30 * time.Second
 	}
 	if cfg.StopTimeout <= 0 {
-		cfg.StopTimeout = 10 * time.Second
+		cfg.StopTimeout = DefaultStopTimeout
 	}
 	if cfg.LoadTimeout <= 0 {
 		cfg.LoadTimeout = 10 * time.Second
@@ -427,6 +427,31 @@ func (d *Daemon) signals() (<-chan os.Signal, func()) {
 	return ch, func() { signal.Stop(ch) }
 }
 
+// DefaultStopTimeout is Config.StopTimeout's default.
+const DefaultStopTimeout = 10 * time.Second
+
+// passGrace is how long a stop waits, past StopTimeout, for the passes it
+// abandoned to return from the writes they are in.
+const passGrace = time.Second
+
+// StopBound is the longest Run takes from SIGTERM to its return with
+// stopTimeout as Config.StopTimeout: the probes and passes in flight share
+// stopTimeout, abandoned passes get passGrace more, the restore of
+// original values (restore_on_exit) stopTimeout and restoreGrace, the
+// tasks taskGrace. The systemd unit's TimeoutStopSec must be above it
+// (packaging/unit_test.go checks), or systemd kills the daemon in the
+// middle of its restore.
+//
+// The process can outlive it, and no signal shortens that: a write to a
+// disk whose queue is frozen behind I/O the disk does not answer waits in
+// the kernel (blk_mq_freeze_queue_wait, block/blk-mq.c) uninterruptibly,
+// and a process exits only once all its threads have left the kernel. Run
+// gives up on such a write in time and logs the disk as not restored; the
+// process then ends when the disk answers.
+func StopBound(stopTimeout time.Duration) time.Duration {
+	return stopTimeout + passGrace + stopTimeout + restoreGrace + taskGrace
+}
+
 // taskGrace bounds how long Run waits, once stopped, for its tasks: they
 // end within microseconds of the stop, but for a policy load stuck in a read
 // (a hung network filesystem), which nothing can interrupt, and whose answer
@@ -598,7 +623,7 @@ func (d *Daemon) stop() error {
 		d.stopPasses()
 		select {
 		case <-done:
-		case <-time.After(time.Second):
+		case <-time.After(passGrace):
 			// Stuck in a write (a queue frozen behind a dead
 			// device): restoring the disk would race with it.
 			writing = d.queue.busy()

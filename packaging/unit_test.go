@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/iosched/iosched/daemon"
 )
 
 // maxExposure is the highest `systemd-analyze security` score the unit may
@@ -215,5 +218,40 @@ func TestPackageShipsDropIn(t *testing.T) {
 	}
 	if !strings.Contains(string(r), "/usr/share/iosched/udev-mode.conf") {
 		t.Error("packaging/README.md does not say where the udev-mode drop-in is")
+	}
+}
+
+// TestUnitStopTimeout: systemd must give the daemon's stop the time the
+// daemon gives itself (daemon.StopBound, with the default StopTimeout,
+// which the unit does not change), or it kills the daemon in the middle of
+// putting the original values back; and not much more, so a daemon that
+// overruns its own bound is not waited for long. Neither can make a process
+// with a thread in a write to a frozen queue exit before the disk answers.
+func TestUnitStopTimeout(t *testing.T) {
+	b, err := os.ReadFile("iosched.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop time.Duration
+	for _, line := range strings.Split(string(b), "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "TimeoutStopSec=")
+		if !ok {
+			continue
+		}
+		if _, err := strconv.Atoi(v); err == nil {
+			v += "s" // systemd reads a bare number as seconds
+		}
+		if stop, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("TimeoutStopSec=%s: %v", v, err)
+		}
+	}
+	for _, f := range []string{"udev-mode.conf"} {
+		if b, err := os.ReadFile(f); err != nil || strings.Contains(string(b), "TimeoutStopSec=") {
+			t.Errorf("%s sets TimeoutStopSec= (or cannot be read: %v): keep it in the unit, where this test reads it", f, err)
+		}
+	}
+	bound := daemon.StopBound(daemon.DefaultStopTimeout)
+	if stop <= bound || stop > bound+10*time.Second {
+		t.Errorf("TimeoutStopSec=%s, the daemon's stop takes up to %s: want above it, by at most 10 s", stop, bound)
 	}
 }
