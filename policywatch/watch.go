@@ -48,8 +48,13 @@ type Watcher struct {
 	file, dir string // the default locations, when Path is ""
 	ino       *fsnotify.Watcher
 	changed   chan struct{}
-	watched   map[string]bool
-	last      string // the fingerprint when last signalled (or at start)
+	// watched are the directories watched, by path, with the directory
+	// each path led to when its watch was added: inotify watches an
+	// inode, not a path, and drops the watch with the directory, so a
+	// path that now leads elsewhere (the directory removed and made
+	// again, replaced by a link, its link swapped) is watched anew.
+	watched map[string]dirID
+	last    string // the fingerprint when last signalled (or at start)
 	// checked, when set (by tests, before Run), is called after each
 	// check of the files with the names of the events that led to it, so
 	// a test knows when the watcher has looked at what it did.
@@ -73,7 +78,7 @@ func newWatcher(opts Options, file, dir string) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("following the policy: %w", err)
 	}
-	w := &Watcher{opts: opts, file: file, dir: dir, ino: ino, changed: make(chan struct{}, 1), watched: map[string]bool{}}
+	w := &Watcher{opts: opts, file: file, dir: dir, ino: ino, changed: make(chan struct{}, 1), watched: map[string]dirID{}}
 	w.sync()
 	w.last = w.fingerprint()
 	return w, nil
@@ -113,6 +118,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.opts.Log.Debug("policy file event", "event", ev.String())
 			if w.checked != nil {
 				seen = append(seen, ev.Name)
+			}
+			if _, ok := w.watched[ev.Name]; ok && ev.Op.Has(fsnotify.Remove|fsnotify.Rename) {
+				// A watched directory went (its watch with it, or
+				// fsnotify's for a move): a directory made in its place
+				// must be watched even if it got the old inode number.
+				delete(w.watched, ev.Name)
 			}
 			wait()
 		case err, ok := <-w.ino.Errors:
@@ -182,20 +193,40 @@ func (w *Watcher) dirs() []string {
 	return slices.Compact(out)
 }
 
+// dirID is a directory's identity: its device and inode numbers.
+type dirID struct{ dev, ino uint64 }
+
+func idOf(dir string) (dirID, bool) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return dirID{}, false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return dirID{}, false
+	}
+	return dirID{dev: sys.Dev, ino: sys.Ino}, true
+}
+
 // sync watches the directories dirs names now and stops watching the
-// others (inotify drops a removed directory's watch by itself).
+// others (inotify drops a removed directory's watch by itself). A path
+// that leads to another directory than when it was watched is watched
+// again: its old watch went with the old directory, or is on a directory
+// no longer the policy's.
 func (w *Watcher) sync() {
 	want := map[string]bool{}
 	for _, d := range w.dirs() {
 		want[d] = true
-		if w.watched[d] {
+		id, ok := idOf(d)
+		if old, watched := w.watched[d]; watched && ok && old == id {
 			continue
 		}
 		if err := w.ino.Add(d); err != nil {
 			w.opts.Log.Warn("following the policy: cannot watch a directory; its changes will not reload the policy", "dir", d, "error", err)
+			delete(w.watched, d)
 			continue
 		}
-		w.watched[d] = true
+		w.watched[d] = id
 	}
 	for d := range w.watched {
 		if !want[d] {
