@@ -39,7 +39,8 @@ invalid policy leaves the old one in force and the log, iosched status and
 the metrics say why. With [daemon] metrics_file set, it writes its counts
 there in the Prometheus text format for node_exporter's textfile collector
 (at most once a second, only when something changed; a reload may move or
-stop it): disks managed, changes, apply errors, drift repairs, uevents,
+stop it, and a file no longer written, there too when the daemon stops, is
+removed; a failing write is logged once): disks managed, changes, apply errors, drift repairs, uevents,
 rescans, lost uevents, reloads, policy load errors, and the time from a
 disk's uevent to its settings applied.
 

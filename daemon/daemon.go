@@ -246,8 +246,10 @@ func New(cfg Config) (*Daemon, error) {
 		scanDone:  make(chan scanResult, 1),
 		loaded:    make(chan loadResult, 1),
 		burstOver: make(chan struct{}, 1),
-		metrics:   metrics.New(metrics.Options{Version: cfg.Version}),
-		locks:     disklock.New(cfg.LockFile),
+		// The file goes when the daemon stops writing it: frozen
+		// counts would be exported as a live daemon's.
+		metrics: metrics.New(metrics.Options{Version: cfg.Version, RemoveAtEnd: true, Log: cfg.Logger}),
+		locks:   disklock.New(cfg.LockFile),
 	}
 	d.inFlight = inflight.New(d.markChanged)
 	// A stop is asked between rules, not only between disks: a policy of

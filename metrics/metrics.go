@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"log/slog"
 	"maps"
 	"runtime/debug"
 	"sync"
@@ -61,6 +62,14 @@ type Options struct {
 	Version string
 	// Interval is the least time between two writes; default one second.
 	Interval time.Duration
+	// RemoveAtEnd: when Run ends, the file is removed instead of written
+	// a last time. A file left behind keeps its last values for ever,
+	// and node_exporter would go on exporting them as a live daemon's.
+	RemoveAtEnd bool
+	// Log gets a line when writing the file starts failing (once, not
+	// on every try), when it works again, and when an old file cannot be
+	// removed; nil logs nothing.
+	Log *slog.Logger
 }
 
 // Recorder counts the daemon's work. Its methods are safe to call from any
@@ -97,7 +106,11 @@ type Recorder struct {
 	// flushes counts the times the writer took what was recorded,
 	// written or not (no path, a failure): what a test waits for to
 	// know the writer has looked.
-	flushes int
+	flushes   int
+	failCount int // failed writes since the last that worked
+	// written is the file last written, "" when none is there: the one
+	// to remove once the path moves or writing ends.
+	written string
 }
 
 type attrRule struct{ attribute, rule string }
@@ -125,6 +138,9 @@ type ProbeResult struct {
 func New(opts Options) *Recorder {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	r := &Recorder{
 		opts:   opts,

@@ -2,7 +2,9 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/iosched/iosched/internal/atomicfile"
@@ -10,8 +12,8 @@ import (
 
 // Run writes the file when something was recorded, at most once an
 // Interval, until ctx is done; then once more if something is left
-// unwritten. While nothing is recorded it sleeps: no timer wakes an idle
-// daemon. The file is replaced atomically (written beside it, then renamed
+// unwritten, or, with Options.RemoveAtEnd, removes it. While nothing is
+// recorded it sleeps: no timer wakes an idle daemon. The file is replaced atomically (written beside it, then renamed
 // over it), so node_exporter never reads half of one. A failed write is
 // tried again an Interval later, and kept for WriteError.
 func (r *Recorder) Run(ctx context.Context) {
@@ -20,7 +22,7 @@ func (r *Recorder) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			r.flush()
+			r.end()
 			return
 		case <-r.wake:
 		}
@@ -29,7 +31,7 @@ func (r *Recorder) Run(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				r.flush()
+				r.end()
 				return
 			case <-t.C:
 			}
@@ -39,7 +41,20 @@ func (r *Recorder) Run(ctx context.Context) {
 	}
 }
 
-// flush writes the file if something was recorded since the last write.
+// end is Run's last step: the last write, or the file's removal.
+func (r *Recorder) end() {
+	if !r.opts.RemoveAtEnd {
+		r.flush()
+		return
+	}
+	r.mu.Lock()
+	old := r.written
+	r.mu.Unlock()
+	r.removeOld(old, "the daemon stops")
+}
+
+// flush writes the file if something was recorded since the last write,
+// having removed the one written before if the path moved.
 func (r *Recorder) flush() {
 	if !r.pending.Swap(false) {
 		return
@@ -47,8 +62,11 @@ func (r *Recorder) flush() {
 	// Records from here on mark the file out of date again: they may or
 	// may not make it into this write.
 	r.mu.Lock()
-	path := r.path
+	path, old := r.path, r.written
 	r.mu.Unlock()
+	if old != "" && old != path {
+		r.removeOld(old, "metrics_file moved or unset")
+	}
 	if path == "" {
 		r.mu.Lock()
 		r.flushes++
@@ -61,16 +79,47 @@ func (r *Recorder) flush() {
 		r.mark() // try again
 	}
 	r.mu.Lock()
+	prev := r.writeErr
 	r.writeErr = err
 	if err == nil {
 		r.writeCount++
+		r.written = path
+		r.failCount = 0
+	} else {
+		r.failCount++
 	}
 	r.flushes++
 	r.mu.Unlock()
+	switch {
+	case err != nil && prev == nil: // once a streak of failures (each names its own temporary file)
+		r.opts.Log.Error("the metrics file cannot be written; tried again every interval, logged again only once it works", "file", path, "error", err, "interval", r.opts.Interval)
+	case err == nil && prev != nil:
+		r.opts.Log.Info("the metrics file is written again", "file", path)
+	}
+}
+
+// removeOld removes the file written before, which no write will update
+// any more (why says so), so that its frozen values are not exported as
+// current ones.
+func (r *Recorder) removeOld(old, why string) {
+	if old == "" {
+		return
+	}
+	r.mu.Lock()
+	if r.written == old {
+		r.written = "" // tried once: a failure is logged once
+	}
+	r.mu.Unlock()
+	if err := os.Remove(old); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.opts.Log.Warn("the old metrics file cannot be removed; its values are no longer updated", "file", old, "reason", why, "error", err)
+		return
+	}
+	r.opts.Log.Info("the metrics file removed", "file", old, "reason", why)
 }
 
 // SetPath changes the file written (a reloaded policy's metrics_file); ""
-// stops writing. The old file is left as it is.
+// stops writing. The file written before is removed by the writer (Run),
+// before its next write.
 func (r *Recorder) SetPath(path string) {
 	r.mu.Lock()
 	changed := path != r.path
@@ -90,6 +139,13 @@ func (r *Recorder) WriteError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.writeErr
+}
+
+// Failures counts the failed writes since the last that worked.
+func (r *Recorder) Failures() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failCount
 }
 
 // Writes counts the files written so far.
