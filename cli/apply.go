@@ -203,7 +203,7 @@ func renderApply(w io.Writer, done []diskResult, results []apply.Result, gone []
 		}
 	}
 	for _, g := range gone {
-		fmt.Fprintf(w, "%s: gone: %s\n", printable(g.name), printable(g.err.Error()))
+		fmt.Fprintf(w, "%s: gone: %s\n", printable(g.name), printableLines(g.err.Error()))
 	}
 	for _, msg := range warnings {
 		fmt.Fprintf(w, "warning: %s\n", printable(msg))

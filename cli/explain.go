@@ -29,7 +29,7 @@ func newExplainCmd(e *env) *cobra.Command {
 				return err
 			}
 			if rs[0].err != nil {
-				return &ExitError{Code: 1, Msg: printable(rs[0].err.Error())}
+				return &ExitError{Code: 1, Msg: printableLines(rs[0].err.Error())}
 			}
 			a := rs[0].Assessment
 			fs, err := e.fs()

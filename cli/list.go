@@ -109,7 +109,7 @@ func (e *env) readDevices(names []string, nowait bool) (devs []*sysfs.Device, sk
 		case all: // sysfs errors name the device already
 			skipped = append(skipped, "skipped: "+errs[i].Error())
 		default:
-			missing = append(missing, printable(errs[i].Error()))
+			missing = append(missing, printableLines(errs[i].Error()))
 		}
 	}
 	if len(missing) > 0 {

@@ -51,7 +51,7 @@ when something would, 1 on error.`,
 				case len(args) > 0:
 					// Named and not there: said, and the others still
 					// planned (sysfs errors name the device).
-					fmt.Fprintln(e.stderr, "iosched:", printable(r.err.Error()))
+					fmt.Fprintln(e.stderr, "iosched:", printableLines(r.err.Error()))
 					gone++
 				default:
 					skipped = append(skipped, "skipped: "+r.err.Error())

@@ -47,3 +47,15 @@ func printable(s string) string {
 	}
 	return b.String()
 }
+
+// printableLines is printable for text of several lines, such as an
+// error errors.Join made (its errors one a line): each line is made
+// printable and the lines after the first are indented under it, where
+// printable alone would run them together with a literal \x0a.
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return strings.Join(lines, "\n  ")
+}

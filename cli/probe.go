@@ -104,7 +104,7 @@ otherwise (a refusal says why).`,
 			for _, r := range recovered {
 				switch {
 				case r.Err != nil:
-					fmt.Fprintf(e.stderr, "iosched: %s: restoring the settings an interrupted probe left: %s\n", printable(r.Device), printable(r.Err.Error()))
+					fmt.Fprintf(e.stderr, "iosched: %s: restoring the settings an interrupted probe left: %s\n", printable(r.Device), printableLines(r.Err.Error()))
 				case r.Restored:
 					fmt.Fprintf(e.stderr, "%s: restored the settings an interrupted probe left\n", printable(r.Device))
 				case r.Aside != "":
@@ -125,7 +125,7 @@ otherwise (a refusal says why).`,
 				err = withAdvice(err)
 				if err != nil {
 					failures = append(failures, err.Error())
-					fmt.Fprintln(e.stderr, "iosched:", printable(err.Error()))
+					fmt.Fprintln(e.stderr, "iosched:", printableLines(err.Error()))
 					if rep != nil && rep.Winner == "" && rep.Restored {
 						fmt.Fprintf(e.stderr, "%s: original settings restored (scheduler %s)\n", printable(name), printable(rep.Original))
 					}

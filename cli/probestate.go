@@ -69,7 +69,7 @@ func renderRemembered(w io.Writer, fs sysfs.FS, stateDir string, devs []*sysfs.D
 	for _, d := range devs {
 		r, err := rememberedFor(fs, stateDir, d)
 		if err != nil {
-			fmt.Fprintf(w, "warning: probe results: %s\n", printable(err.Error()))
+			fmt.Fprintf(w, "warning: probe results: %s\n", printableLines(err.Error()))
 			return
 		}
 		if r == nil {
@@ -115,7 +115,7 @@ func (p *probeShown) render(w io.Writer) {
 		fmt.Fprintf(w, "  remembered: %s\n", printable(p.Remembered))
 	}
 	if p.Error != "" {
-		fmt.Fprintf(w, "  warning: %s\n", printable(p.Error))
+		fmt.Fprintf(w, "  warning: %s\n", printableLines(p.Error))
 	}
 }
 

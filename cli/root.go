@@ -132,7 +132,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		return ee.Code
 	}
-	fmt.Fprintln(stderr, "iosched:", withAdvice(err))
+	fmt.Fprintln(stderr, "iosched:", printableLines(withAdvice(err).Error()))
 	return 1
 }
 
