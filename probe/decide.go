@@ -40,6 +40,18 @@ type Decision struct {
 // win, the best by the chosen figure does. Rounds are compared by their
 // Round number.
 func Decide(choose string, margin float64, incumbent string, cands []Candidate) Decision {
+	return DecideFor(choose, margin, incumbent, true, cands)
+}
+
+// DecideFor is Decide for an incumbent that is on the disk (onDisk), or is
+// only the first candidate, the disk's scheduler being none of them: then
+// it does not "stay" when no challenger beats it, as the disk never ran
+// it; it is chosen as the first candidate, and the text says so.
+func DecideFor(choose string, margin float64, incumbent string, onDisk bool, cands []Candidate) Decision {
+	kept, stays := "kept", "stays"
+	if !onDisk {
+		kept, stays = "as the first candidate", "is chosen as the first candidate (the disk's scheduler is not one)"
+	}
 	var inc *Candidate
 	for i := range cands {
 		if cands[i].Scheduler == incumbent {
@@ -47,7 +59,7 @@ func Decide(choose string, margin float64, incumbent string, cands []Candidate) 
 		}
 	}
 	if inc == nil {
-		return Decision{Winner: incumbent, Reason: fmt.Sprintf("%s stays: it was not measured", incumbent)}
+		return Decision{Winner: incumbent, Reason: fmt.Sprintf("%s %s: it was not measured", incumbent, stays)}
 	}
 	var best *Candidate
 	var bestWhy string
@@ -69,8 +81,8 @@ func Decide(choose string, margin float64, incumbent string, cands []Candidate) 
 	if best == nil {
 		return Decision{
 			Winner:     inc.Scheduler,
-			Reason:     fmt.Sprintf("%s stays: %s", inc.Scheduler, strings.Join(losers, "; ")),
-			Provenance: "probe: " + compare(pickMain(cands, inc), inc) + ", " + inc.Scheduler + " kept",
+			Reason:     fmt.Sprintf("%s %s: %s", inc.Scheduler, stays, strings.Join(losers, "; ")),
+			Provenance: "probe: " + compare(pickMain(cands, inc), inc) + ", " + inc.Scheduler + " " + kept,
 		}
 	}
 	return Decision{

@@ -167,3 +167,21 @@ func TestMedianAndPercentile(t *testing.T) {
 		t.Errorf("p50 = %v", p)
 	}
 }
+
+// A disk on kyber probed with candidates none and mq-deadline: none, the
+// first candidate, is the incumbent a challenger must beat, but the disk
+// never ran it, so when mq-deadline does not beat it the text must not say
+// "none stays" (kyber is what the probe put back): it says none is chosen
+// as the first candidate. With none on the disk it stays.
+func TestDecideIncumbentNotOnTheDisk(t *testing.T) {
+	flat := []float64{100, 100, 100}
+	cands := []Candidate{cand("none", []float64{100e3, 100e3, 100e3}, flat), cand("mq-deadline", []float64{101e3, 99e3, 100e3}, flat)}
+	d := DecideFor(ChooseBalanced, 0.05, "none", false, cands)
+	if d.Winner != "none" || strings.Contains(d.Reason, "stays") || strings.Contains(d.Provenance, "kept") ||
+		!strings.Contains(d.Reason, "none is chosen as the first candidate") || !strings.Contains(d.Provenance, "none as the first candidate") {
+		t.Errorf("off the disk: %+v", d)
+	}
+	if d := DecideFor(ChooseBalanced, 0.05, "none", true, cands); !strings.Contains(d.Reason, "none stays") || !strings.Contains(d.Provenance, "none kept") {
+		t.Errorf("on the disk: %+v", d)
+	}
+}
