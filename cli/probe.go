@@ -235,6 +235,9 @@ func renderProbe(w io.Writer, r *probe.Report) {
 	default:
 		fmt.Fprintf(w, "  original settings NOT restored (scheduler was %s)\n", r.Original)
 	}
+	if r.Disturbed != "" {
+		fmt.Fprintf(w, "  disturbed: %s; remembered as such and not reused: the daemon probes the disk again when it is idle\n", printable(r.Disturbed))
+	}
 	fmt.Fprintf(w, "  disk stat: reads %d -> %d, writes %d -> %d%s\n", r.ReadsBefore, r.ReadsAfter, r.WritesBefore, r.WritesAfter,
 		map[bool]string{true: " (no writes)", false: ""}[r.WritesAfter == r.WritesBefore])
 	fmt.Fprintf(w, "  took %.1fs of a %.1fs budget; remembered as %s\n", r.ElapsedS, r.BudgetS, printable(r.RememberedAs))

@@ -37,6 +37,9 @@ func rememberedFor(fs sysfs.FS, stateDir string, dev *sysfs.Device) (*probe.Reco
 
 // recordLine is a remembered result in a line: winner, figures, when.
 func recordLine(r *probe.Record) string {
+	if r.Disturbed != "" {
+		return fmt.Sprintf("%s (%s; remembered %s; disturbed: %s, not reused)", r.Winner, r.Provenance, r.At.Format(time.RFC3339), r.Disturbed)
+	}
 	return fmt.Sprintf("%s (%s; remembered %s)", r.Winner, r.Provenance, r.At.Format(time.RFC3339))
 }
 

@@ -289,3 +289,34 @@ func TestReloadKeepsAnUnchangedProbe(t *testing.T) {
 		t.Errorf("the disk was probed %d times, want 2: the first, cancelled by the reload that changed the duration, and the one after", measured)
 	}
 }
+
+// TestProbeDisturbedNotReused: a result measured with --force while others
+// used the disk is remembered marked as disturbed; the daemon does not
+// apply it, but queues a probe of its own (which waits for the disk to be
+// idle), the interim settings meanwhile. (Before, it was reused as any
+// other result.)
+func TestProbeDisturbedNotReused(t *testing.T) {
+	fs := fakeTree(t, "loop20000")
+	dev, err := fs.Device("loop20000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	o := probe.DefaultOptions()
+	figs := []probe.Candidate{fig("none", 100e3), fig("mq-deadline", 200e3)}
+	if err := probe.OpenStore(state, nil).Remember(probe.Record{
+		Key: probe.KeyOf(fs, dev), Device: "loop20000", At: time.Now().Add(-time.Hour),
+		Method: probe.Method{Engine: probe.EnginePsync, Depth: o.Depth, BlockSize: o.BlockSize, Candidates: []string{"none", "mq-deadline"}},
+		Rounds: 1, Figures: figs, Decision: probe.Decide(o.Choose, o.Margin, "none", figs),
+		Disturbed: "the disk is busy: 4000 I/Os by others in 200ms",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := fakeDaemonWith(t, fakeProbePolicy(""), func(c *Config) { c.FS = fs; c.StateDir = state }, "loop20000")
+	if got := r.attr(t, "loop20000", "scheduler"); got != "kyber" {
+		t.Errorf("scheduler after the start = %s, want the interim kyber (the disturbed result not used)", got)
+	}
+	if len(r.log.lines("probe decision reused")) != 0 || len(r.log.lines("probe queued", "device=loop20000")) != 1 {
+		t.Errorf("the disturbed result was reused, or no probe was queued:\n%s", r.log)
+	}
+}

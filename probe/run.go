@@ -49,6 +49,12 @@ type Report struct {
 	Incumbent string `json:"incumbent"`
 	// Restored: every setting the probe changed is back as it was.
 	Restored bool `json:"restored"`
+	// Disturbed says how others used the disk around the measurements
+	// (only with Options.Force, which probes a busy disk): their I/O
+	// before the first switch, or their writes during the probe, which
+	// reads alone never make. Its figures are others' load's as much as
+	// the schedulers': the result is remembered marked, and not reused.
+	Disturbed string `json:"disturbed,omitempty"`
 	// Applied is the scheduler left on the disk with Options.Apply.
 	Applied string `json:"applied,omitempty"`
 
@@ -248,10 +254,17 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	rep.BudgetS = budget.Seconds()
 	say("probing %s: %s, %d rounds x %d candidates (%s), %s per measurement, depth 1 and %d, %d-byte reads: at most %s",
 		name, eng.Name(), o.Rounds, len(cands), strings.Join(cands, ", "), o.Duration, o.Depth, o.BlockSize, budget.Round(100*time.Millisecond))
-	if !o.Force {
-		if err := checkIdle(t.FS, name, busySample); err != nil {
-			return nil, err
-		}
+	// Watched under --force too: a busy disk is then probed, but its
+	// result marked.
+	busy := checkIdle(t.FS, name, busySample)
+	var ref *Refusal
+	switch {
+	case busy == nil:
+	case o.Force && errors.As(busy, &ref) && ref.Busy:
+		rep.Disturbed = ref.Reason
+		say("%s: probing a busy disk (--force): %s; the result is remembered as disturbed, and not reused", name, ref.Reason)
+	default:
+		return nil, busy
 	}
 
 	// Everything that can fail before the restore below is armed comes
@@ -357,6 +370,10 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 		}
 		if after, e := readStat(t.FS, name); e == nil {
 			rep.ReadsAfter, rep.WritesAfter = after.Reads, after.Writes
+			if rep.WritesAfter != rep.WritesBefore && rep.Disturbed == "" {
+				// The probe only reads: these were others'.
+				rep.Disturbed = fmt.Sprintf("%d writes by others during the probe", rep.WritesAfter-rep.WritesBefore)
+			}
 		}
 		rep.ElapsedS = time.Since(start).Seconds()
 	}()
@@ -408,7 +425,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	for i := range rep.Candidates {
 		rep.Candidates[i].medians()
 	}
-	rep.Decision = Decide(o.Choose, o.Margin, rep.Incumbent, rep.Candidates)
+	rep.Decision = DecideFor(o.Choose, o.Margin, rep.Incumbent, rep.Incumbent == rep.Original, rep.Candidates)
 	if o.Apply {
 		apply = rep.Winner
 	}

@@ -83,6 +83,8 @@ func (r *Runner) Lookup(dev *sysfs.Device, o Options, maxAge time.Duration) (*Re
 	}
 	if dev.Scheduler != nil && slices.Contains(offered, *dev.Scheduler) {
 		want.Incumbent = *dev.Scheduler
+	} else {
+		want.FirstCandidate = true
 	}
 	key := KeyOf(r.FS, dev)
 	rec, err := r.Store.Lookup(key, want, r.now())

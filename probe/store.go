@@ -92,6 +92,11 @@ type Record struct {
 	Decision
 	Choose string  `json:"choose"`
 	Margin float64 `json:"margin"`
+	// Disturbed says how others used the disk while it was measured
+	// (Report.Disturbed): such a result is kept and shown, but Lookup
+	// never returns it, so the daemon (and a probe without --fresh)
+	// measure the disk again, once it is idle.
+	Disturbed string `json:"disturbed,omitempty"`
 	// Seeded names the file a seeded record was read from; not stored.
 	Seeded string `json:"-"`
 }
@@ -107,7 +112,7 @@ func RecordOf(r *Report, at time.Time) Record {
 		Key: r.Key, Serial: r.Serial, Device: r.Device, At: at.UTC(),
 		Method:    Method{Engine: engine, Depth: r.Depth, BlockSize: r.BlockSize, Candidates: cands},
 		DurationS: r.DurationS, Rounds: r.Rounds, Incumbent: r.Incumbent, Figures: r.Candidates,
-		Decision: r.Decision, Choose: r.Choose, Margin: r.Margin,
+		Decision: r.Decision, Choose: r.Choose, Margin: r.Margin, Disturbed: r.Disturbed,
 	}
 }
 
@@ -214,6 +219,9 @@ type Want struct {
 	// Incumbent is the disk's current scheduler when a candidate, else
 	// the first candidate: who a challenger must beat.
 	Incumbent string
+	// FirstCandidate: Incumbent is the first candidate, not the disk's
+	// scheduler (see DecideFor).
+	FirstCandidate bool
 }
 
 // Lookup finds the result for key measured by want's method, the newest
@@ -230,7 +238,7 @@ func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 		var best *Record
 		for i := range recs {
 			r := &recs[i]
-			if r.Key != key || !sameMethod(r.Method, want.Method) {
+			if r.Key != key || !sameMethod(r.Method, want.Method) || r.Disturbed != "" {
 				continue
 			}
 			if err := r.Check(now); err != nil {
@@ -246,7 +254,7 @@ func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 		}
 		if best != nil {
 			best.Seeded = from
-			best.Decision = Decide(want.Choose, want.Margin, want.Incumbent, best.Figures)
+			best.Decision = DecideFor(want.Choose, want.Margin, want.Incumbent, !want.FirstCandidate, best.Figures)
 			best.Choose, best.Margin, best.Incumbent = want.Choose, want.Margin, want.Incumbent
 		}
 		return best
