@@ -101,7 +101,8 @@ neither covers whose settings are already the policy's have unknown original
 values: the log and iosched status name them, and at stop they count as failed
 in the "original values restored" summary while what is known is put back. A
 disk whose write is still hanging at stop is not restored (the two would race);
-its values stay remembered for the next stop. The whole stop takes at most 23 s
+its values stay remembered for the next stop. A stop that leaves any disk not
+restored (a write that failed or hangs, values unknown) logs it and exits 1. The whole stop takes at most 23 s
 (the unit's TimeoutStopSec is above that), but a write to a disk whose queue is
 frozen behind I/O the disk does not answer waits in the kernel uninterruptibly
 (blk_mq_freeze_queue_wait): the log names the disk, and the process exits only

@@ -632,8 +632,16 @@ func (d *Daemon) stop() error {
 		}
 	}
 	d.follow.stopGraces() // no pass is asked for after Run
+	var err error
 	if d.policy.Load().Daemon.RestoreOnExit && d.orig != nil {
-		d.restore(writing)
+		if failed := d.restore(writing); failed > 0 {
+			// restore_on_exit promised the original values: a stop
+			// that could not keep the promise is a failed stop, for
+			// systemd (the unit shows failed) and for whoever stopped it.
+			err = fmt.Errorf("%w: %d disk(s), named in the log above; the values known stay remembered in %s for the next start",
+				ErrNotRestored, failed, d.cfg.StateDir)
+			d.log.Error("stopping with disks not restored; exit status 1", "failed", failed)
+		}
 	}
 	for _, w := range d.inFlight.All() {
 		d.log.Warn("left at stop: a write still in the kernel (the disk has not answered); it finishes on its own", "device", w.Disk, "write", w.What, "since", w.Since.Format(time.RFC3339))
@@ -641,8 +649,13 @@ func (d *Daemon) stop() error {
 	if err := os.Remove(statefile.Path(d.cfg.RuntimeDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		d.log.Warn("removing the state file", "error", err)
 	}
-	return nil
+	return err
 }
+
+// ErrNotRestored is a stop with restore_on_exit that could not put back
+// every disk's original values (a write that failed or did not return,
+// values unknown): Run returns it, and the process exits 1.
+var ErrNotRestored = errors.New("restore_on_exit: not every disk's original values were restored")
 
 func (d *Daemon) markChanged() {
 	select {

@@ -372,8 +372,8 @@ const restoreGrace = time.Second
 // restored. The others stay in the originals file for the next daemon to
 // restore: so does a disk whose write has not returned within StopTimeout
 // and restoreGrace. A disk with unknown values counts as failed: what is
-// known of it is put back, the rest cannot be.
-func (d *Daemon) restore(writing []string) {
+// known of it is put back, the rest cannot be. It returns how many failed.
+func (d *Daemon) restore(writing []string) (failed int) {
 	plans := d.orig.plans(d.log)
 	unknown := d.orig.unknown()
 	all := len(plans)
@@ -433,7 +433,7 @@ collect:
 			break collect
 		}
 	}
-	restored, failed := 0, 0
+	restored := 0
 	if len(waiting) > 0 {
 		// No probe may switch a queue a write waits on: each such disk's
 		// lock is let go when its write returns, not before.
@@ -489,4 +489,5 @@ collect:
 		d.log.Error("writing the original values file", "error", err)
 	}
 	d.log.Info("original values restored", "disks", restored, "failed", failed, "skipped", all-len(plans))
+	return failed
 }
