@@ -39,10 +39,10 @@ invalid policy leaves the old one in force and the log, iosched status and
 the metrics say why. With [daemon] metrics_file set, it writes its counts
 there in the Prometheus text format for node_exporter's textfile collector
 (at most once a second, only when something changed; a reload may move or
-stop it, and a file no longer written, there too when the daemon stops, is
-removed; a failing write is logged once): disks managed, changes, apply errors, drift repairs, uevents,
-rescans, lost uevents, reloads, policy load errors, and the time from a
-disk's uevent to its settings applied.
+stop it; a file no longer written, after a reload or a stop, is removed, and
+a failing write is logged once): disks managed, changes, apply errors, drift
+repairs, uevents, rescans, lost uevents, reloads, policy load errors, and
+the time from a disk's uevent to its settings applied.
 
 With --uevent-source udev it refuses to start (exit 2) in a network namespace
 of its own (systemd's PrivateNetwork=yes, unshare -n), where udevd's events
@@ -87,7 +87,8 @@ reload could not find it.
 
 On SIGTERM or SIGINT it abandons the scans and re-plans under way (also the one
 at start: it then exits without ever telling systemd it was ready), finishes the
-writes in flight (at most 10 s) and exits 0.
+writes in flight (at most 10 s) and exits 0 (1 when restore_on_exit could
+not put every disk back, below).
 The settings stay as they are: they are what the policy wants, and a restart or
 an upgrade must not flap every disk through the kernel defaults and back (each
 scheduler switch freezes the disk's queue). With [daemon] restore_on_exit = true
@@ -102,8 +103,9 @@ values: the log and iosched status name them, and at stop they count as failed
 in the "original values restored" summary while what is known is put back. A
 disk whose write is still hanging at stop is not restored (the two would race);
 its values stay remembered for the next stop. A stop that leaves any disk not
-restored (a write that failed or hangs, values unknown) logs it and exits 1. The whole stop takes at most 23 s
-(the unit's TimeoutStopSec is above that), but a write to a disk whose queue is
+restored (a write that failed or hangs, values unknown) logs it and exits 1.
+The whole stop takes at most 23 s (the unit's TimeoutStopSec is above that),
+but a write to a disk whose queue is
 frozen behind I/O the disk does not answer waits in the kernel uninterruptibly
 (blk_mq_freeze_queue_wait): the log names the disk, and the process exits only
 when the disk answers, whatever signal it gets.`,

@@ -51,7 +51,10 @@ start, while the disk still shows what the probe left (values set since are
 not undone, and an unreadable record is moved aside and warned of). One
 probe per disk at a time, whatever the --state-dir: the lock is the machine's
 (/run/lock/iosched/disks.lock), which the daemon and apply take for their
-writes. A busy disk is refused unless --force. The time
+writes. A busy disk is refused unless --force; a result measured with
+--force while others used the disk (or one others wrote to meanwhile) is
+remembered marked as disturbed and never reused: the daemon probes the disk
+again when it is idle. The time
 budget is printed before starting and kept within a second, also on a disk
 that stops answering: its restore, a switch that waits for the reads in
 flight, is then left to finish on its own, the disk locked until it does and
