@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/probe/probeopt"
 )
 
 // TestIntegrationForcedProbeMarkedDisturbed: with Force, a disk another
@@ -53,8 +54,8 @@ func TestIntegrationForcedProbeMarkedDisturbed(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 
 	state := t.TempDir()
-	runner := &Runner{FS: live, StateDir: state, Store: OpenStore(state, nil), Progress: func(s string) { t.Log(s) }}
-	o := Options{Duration: 60 * time.Millisecond, Rounds: 1, Depth: 8, Engine: EngineIOUring, Force: true}
+	runner := &Runner{FS: live, StateDir: state, Locks: testLocks(t), Store: OpenStore(state, nil), Progress: func(s string) { t.Log(s) }}
+	o := Options{Options: probeopt.Options{Duration: 60 * time.Millisecond, Rounds: 1, Depth: 8, Engine: EngineIOUring}, Force: true}
 	rep, err := runner.Probe(context.Background(), l.Name, o, true, 0)
 	if err != nil {
 		t.Fatal(err)
