@@ -695,8 +695,9 @@ func TestStatusSaysWhyAHeldDiskIsNotWritten(t *testing.T) {
 	}
 	// Another pass while still held (one disk's passes run one after the
 	// other, so it ends before the pass after the release).
+	passes := r.d.passes.Load()
 	c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
-	r.waitPasses(t, r.d.passes.Load()+1)
+	r.waitPasses(t, passes+1)
 
 	release()
 	c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
