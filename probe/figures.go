@@ -37,6 +37,10 @@ type Candidate struct {
 	Scheduler string `json:"scheduler"`
 	Figures
 	Rounds []RoundFigures `json:"rounds"`
+	// Curve is the figures at each of the probe's depths, in increasing
+	// depth; empty for a result measured before curves existed (Points
+	// fills in).
+	Curve []CurvePoint `json:"curve,omitempty"`
 }
 
 // measured is what one measurement gives.
@@ -105,4 +109,37 @@ func (c *Candidate) medians() {
 		QD1P999:    pick(func(f *Figures) float64 { return f.QD1P999 }),
 		CPUPerIOus: pick(func(f *Figures) float64 { return f.CPUPerIOus }),
 	}
+}
+
+// CurvePoint is one candidate's random-read figures at one depth: the
+// medians over rounds. Depth is the reads the probe kept in flight;
+// ObservedDepth is the mean requests in flight the disk itself counted
+// over the measurement (its stat file's time_in_queue over elapsed time).
+// The two differ when the reader, not the disk, is the bottleneck; live
+// observation sees only the disk's count, so a curve is read by
+// ObservedDepth.
+type CurvePoint struct {
+	Depth         int     `json:"depth"`
+	ObservedDepth float64 `json:"observed_depth"`
+	IOPS          float64 `json:"iops"`
+	P50us         float64 `json:"p50_us"`
+	P99us         float64 `json:"p99_us"`
+}
+
+// Points is c's curve; a result measured before curves existed has none
+// and counts as two points, depth 1 (the QD1 figures) and deep (the
+// deep-queue figures at deep reads in flight), with the disk's depth taken
+// to be the probe's.
+func (c Candidate) Points(deep int) []CurvePoint {
+	if len(c.Curve) > 0 {
+		return c.Curve
+	}
+	var pts []CurvePoint
+	if c.QD1IOPS > 0 {
+		pts = append(pts, CurvePoint{Depth: 1, ObservedDepth: 1, IOPS: c.QD1IOPS, P50us: c.QD1P50, P99us: c.QD1P99})
+	}
+	if c.IOPS > 0 && deep > 1 {
+		pts = append(pts, CurvePoint{Depth: deep, ObservedDepth: float64(deep), IOPS: c.IOPS, P50us: c.P50us, P99us: c.P99us})
+	}
+	return pts
 }
