@@ -45,14 +45,24 @@ func Parse(files ...File) (*Policy, error) {
 		Rules:   []*Rule{},
 		Daemon:  Daemon{UeventSource: "kernel", ReconcileInterval: DefaultReconcileInterval, ProbeConcurrency: DefaultProbeConcurrency},
 	}
-	var all Errors
 	names := map[string]*Rule{}
-	for _, f := range files {
+	errs := make([]Errors, len(files)) // by file
+	fileOf := map[*Rule]int{}
+	for i, f := range files {
 		p.Sources = append(p.Sources, f.Name)
 		d := &decoder{file: f.Name}
+		n := len(p.Rules)
 		d.parseFile(f.Data, p, names)
-		sortByPosition(d.errs)
-		all = append(all, d.errs...)
+		for _, r := range p.Rules[n:] {
+			fileOf[r] = i
+		}
+		errs[i] = d.errs
+	}
+	adaptSources(p, errs, fileOf)
+	var all Errors
+	for _, es := range errs {
+		sortByPosition(es)
+		all = append(all, es...)
 	}
 	if len(all) > 0 {
 		return nil, &all
@@ -101,15 +111,22 @@ func (l loc) elem(i int) loc {
 }
 
 func (d *decoder) errorf(l loc, format string, a ...any) {
-	e := &Error{File: d.file, Rule: d.inRule, Key: l.key, Msg: fmt.Sprintf(format, a...)}
-	// The nearest enclosing thing with a known position.
+	e := d.at(l)
+	e.Msg = fmt.Sprintf(format, a...)
+	d.errs = append(d.errs, e)
+}
+
+// at is an error at l without its message: the nearest enclosing thing
+// with a known position.
+func (d *decoder) at(l loc) *Error {
+	e := &Error{File: d.file, Rule: d.inRule, Key: l.key}
 	for n := len(l.path); n > 0; n-- {
 		if p, ok := d.idx[pathKey(l.path[:n])]; ok {
 			e.Line, e.Col = p.Line, p.Col
 			break
 		}
 	}
-	d.errs = append(d.errs, e)
+	return e
 }
 
 // keys returns m's keys in the order they appear in the file.
@@ -190,8 +207,12 @@ func belongsIn(k string) string {
 		return "[rule.set.iosched]"
 	case contains(daemonKeys, k):
 		return "[daemon]"
+	case contains(probeKeys, k) && contains(adaptKeys, k):
+		return "[rule.probe] or [rule.adapt]"
 	case contains(probeKeys, k):
 		return "[rule.probe]"
+	case contains(adaptKeys, k):
+		return "[rule.adapt]"
 	}
 	return ""
 }
@@ -205,8 +226,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// ruleKeys are the keys of a [[rule]] table; [rule.probe] is in probe.go.
-var ruleKeys = []string{"name", "match", "except", "set", "probe"}
+// ruleKeys are the keys of a [[rule]] table; [rule.probe] is in probe.go,
+// [rule.adapt] in adapt.go.
+var ruleKeys = []string{"name", "match", "except", "set", "probe", "adapt"}
 
 func (d *decoder) rules(l loc, v any, p *Policy, names map[string]*Rule) {
 	var tables []map[string]any
@@ -277,6 +299,8 @@ func (d *decoder) rule(l loc, t map[string]any, index int, names map[string]*Rul
 			}
 		case "probe":
 			r.probe = d.probeTable(kl, t[k])
+		case "adapt":
+			r.adapt, r.adaptAt = d.adaptTable(kl, t[k]), d.at(kl)
 		default:
 			d.unknownKey(kl, k, ruleKeys, "[[rule]]")
 		}

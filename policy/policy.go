@@ -52,6 +52,10 @@ type Rule struct {
 	except   [][]cond
 	settings []Setting
 	probe    *Probe
+	adapt    *Adapt
+	// adaptAt is where [rule.adapt] is, for a check made once every
+	// file is read (adaptSources).
+	adaptAt *Error
 }
 
 // Label names the rule as errors and logs do: `rule 3 "ublk"`.
