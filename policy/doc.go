@@ -13,6 +13,9 @@
 //     written are sysfs.Attributes; this package validates against them;
 //   - [rule.probe]: probe.go reads it into probeopt.Options, whose one
 //     validation `iosched probe` uses too, each problem at its key;
+//   - [rule.adapt]: adapt.go reads it into adaptopt.Options (package
+//     adapt's, which holds the decision), and checks once every file is
+//     read that each adaptive rule has curves to read;
 //   - [daemon]: Daemon and its defaults (DefaultReconcileInterval);
 //   - a new rule table is a case in decoder.rule and a field of Rule;
 //   - Load reads a file or a directory's *.toml in lexical order as one

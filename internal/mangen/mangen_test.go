@@ -168,6 +168,7 @@ func TestPolicyPageDocumentsEveryKey(t *testing.T) {
 		"[[rule]]":     "[[rule]]\nname = \"r\"\n" + unknown,
 		"[rule.match]": "[[rule]]\nname = \"r\"\n[rule.match]\n" + unknown,
 		"[rule.set]":   "[[rule]]\nname = \"r\"\n[rule.set]\n" + unknown,
+		"[rule.adapt]": "[[rule]]\nname = \"r\"\n[rule.probe]\n[rule.adapt]\n" + unknown,
 		"[daemon]":     "[daemon]\n" + unknown,
 	}
 	md := string(mustPolicyMarkdown(t))
