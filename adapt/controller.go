@@ -104,6 +104,11 @@ type State struct {
 	// Guarding is true while the guard rail waits to compare a switch's
 	// latency with the one before it.
 	Guarding bool
+	// Held says why a switch the window agreed on at the last sample
+	// waits: "min_interval 1h: the last switch was at ...", "pinned by
+	// the guard rail until ...", "max_switches_per_day 6: ..."; "" when
+	// none waits.
+	Held string
 }
 
 // entry is one sample in the window, as little as the decision needs.
@@ -164,6 +169,7 @@ type Controller struct {
 	}
 	pinnedUntil time.Time
 	guard       *guard
+	held        string // why the last sample's agreed switch waits
 }
 
 // NewController starts a controller for a disk whose scheduler is now
@@ -215,6 +221,7 @@ func (c *Controller) Observe(s Sample) Decision {
 	}
 	from := s.At.Add(-dur)
 	c.last = s.At
+	c.held = ""
 	if s.Scheduler != c.current {
 		c.current = s.Scheduler
 		c.agree = ""
@@ -256,7 +263,7 @@ func (c *Controller) Observe(s Sample) Decision {
 	if !ok || v.Favoured != c.agree || v.Gain() <= c.opt.Margin {
 		return Decision{}
 	}
-	if c.blocked(s.At) {
+	if c.held = c.blocked(s.At); c.held != "" {
 		return Decision{}
 	}
 	reason := fmt.Sprintf("adapt: busy depth %s over %s; curve: %s %.2fx %s at depth %s",
@@ -268,18 +275,18 @@ func (c *Controller) Observe(s Sample) Decision {
 	return d
 }
 
-// blocked reports whether a switch at now would break the pin,
-// MinInterval or MaxSwitchesPerDay.
-func (c *Controller) blocked(now time.Time) bool {
+// blocked says what a switch at now would break: the pin, MinInterval or
+// MaxSwitchesPerDay; "" when nothing.
+func (c *Controller) blocked(now time.Time) string {
 	switch {
 	case now.Before(c.pinnedUntil):
-		return true
+		return "pinned by the guard rail until " + c.pinnedUntil.UTC().Format(time.RFC3339)
 	case !c.lastSwitch.at.IsZero() && now.Sub(c.lastSwitch.at) < c.opt.MinInterval:
-		return true
+		return fmt.Sprintf("min_interval %s: the last switch was at %s", fmtDuration(c.opt.MinInterval), c.lastSwitch.at.UTC().Format(time.RFC3339))
 	case len(c.switches) >= c.opt.MaxSwitchesPerDay:
-		return true
+		return fmt.Sprintf("max_switches_per_day %d: the oldest of them was at %s", c.opt.MaxSwitchesPerDay, c.switches[0].UTC().Format(time.RFC3339))
 	}
-	return false
+	return ""
 }
 
 func (c *Controller) switchTo(now time.Time, to, reason string) Decision {
@@ -431,6 +438,7 @@ func (c *Controller) State() State {
 		PinnedUntil:   c.pinnedUntil,
 		SwitchesToday: len(c.switches),
 		Guarding:      c.guard != nil,
+		Held:          c.held,
 	}
 	if c.agree != "" {
 		st.AgreeingSince = c.agreeFrom

@@ -122,7 +122,7 @@ func fastOpt() adaptopt.Options {
 
 func TestControllerScenarios(t *testing.T) {
 	const S, W = time.Second, 10 * time.Second
-	min := func(n int) time.Duration { return time.Duration(n) * time.Minute }
+	minutes := func(n int) time.Duration { return time.Duration(n) * time.Minute }
 	for _, tc := range []struct {
 		name   string
 		opt    func(*adaptopt.Options)
@@ -218,11 +218,11 @@ func TestControllerScenarios(t *testing.T) {
 			// min_interval: the second switch waits for it, then goes at
 			// once (the window has agreed all along).
 			name: "min_interval", curves: crossing, start: "none",
-			opt:    func(o *adaptopt.Options) { o.MinInterval = min(5) },
-			phases: []phase{load(2*W, 1), load(10*min(1), 32)},
+			opt:    func(o *adaptopt.Options) { o.MinInterval = minutes(5) },
+			phases: []phase{load(2*W, 1), load(10*minutes(1), 32)},
 			want: []wantSwitch{
 				{to: "mq-deadline", after: W, by: W + S},
-				{to: "none", after: W + min(5), by: W + min(5)},
+				{to: "none", after: W + minutes(5), by: W + minutes(5)},
 			},
 		},
 		{
@@ -355,6 +355,10 @@ func TestControllerState(t *testing.T) {
 	if st.SwitchesToday != 2 || st.Guarding {
 		t.Errorf("switches today %d, guarding %v", st.SwitchesToday, st.Guarding)
 	}
+	if want := "pinned by the guard rail until 2026-12-03T00:00:30Z"; st.Held != want {
+		t.Errorf("held %q, want %q", st.Held, want)
+	}
+
 }
 
 // A scheduler changed behind the controller's back (an admin, a failed
@@ -468,5 +472,46 @@ func TestFormats(t *testing.T) {
 		if got := fmtDuration(d); got != want {
 			t.Errorf("fmtDuration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// Held names what keeps an agreed switch waiting.
+func TestControllerHeld(t *testing.T) {
+	const W = 10 * time.Second
+	curves, order := crossing()
+	opt := fastOpt()
+	opt.MinInterval = time.Hour
+	_, c := run(t, opt, curves, order, "none", []phase{load(2*W, 1), load(3*W, 32)})
+	if want := "min_interval 1h: the last switch was at 2026-12-01T00:00:10Z"; c.State().Held != want {
+		t.Errorf("held %q, want %q", c.State().Held, want)
+	}
+	opt = fastOpt()
+	opt.MaxSwitchesPerDay = 1
+	_, c = run(t, opt, curves, order, "none", []phase{load(2*W, 1), load(3*W, 32)})
+	if want := "max_switches_per_day 1: the oldest of them was at 2026-12-01T00:00:10Z"; c.State().Held != want {
+		t.Errorf("held %q, want %q", c.State().Held, want)
+	}
+	// Nothing agreed, nothing held.
+	_, c = run(t, opt, curves, order, "none", []phase{load(2*W, 1), load(W, 2.4)})
+	if st := c.State(); st.Held != "" || st.Agreeing != "" {
+		t.Errorf("held %q, agreeing %q", st.Held, st.Agreeing)
+	}
+}
+
+// BenchmarkObserve is one disk's sample: what the daemon pays per
+// adaptive disk per sample interval.
+func BenchmarkObserve(b *testing.B) {
+	curves, order := crossing()
+	opt := adaptopt.Default()
+	c, err := NewController(opt, curves, order, "none")
+	if err != nil {
+		b.Fatal(err)
+	}
+	depths := []float64{1.5, 1.5, 6, 6, 6, 1.8}
+	now := t0
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(opt.Sample)
+		c.Observe(Sample{At: now, Scheduler: "none", BusyDepth: depths[i%len(depths)], Busy: 0.9, IOPS: 900, Latency: time.Millisecond})
 	}
 }

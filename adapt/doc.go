@@ -2,4 +2,16 @@
 // at: it reads each candidate's probe curve (package probe's CurvePoint)
 // at the operating point the disk is observed at, and says which candidate
 // the curve favours there and by how much.
+//
+// A Controller does that for one disk over time ([rule.adapt], whose
+// options are package adaptopt's). It does no I/O and reads no clock. Its
+// owner, for each disk an adaptive rule matches:
+//
+//   - makes it with NewController(options, Curves(record), scheduler now);
+//   - every options.Sample, calls Observe with the disk's Sample (from its
+//     stat deltas over the interval) and, when the Decision says Switch,
+//     sets To with Reason as the pass's provenance;
+//   - calls SetCurves on a new probe result, Reset after a gap in the
+//     samples (a probe or a reload held the disk), and State for status,
+//     explain and metrics.
 package adapt
