@@ -40,7 +40,10 @@ const IdleBusy = 0.01
 
 // idle reports whether s says nothing about the workload's depth.
 func (s Sample) idle() bool {
-	return s.Busy < IdleBusy || s.IOPS <= 0 || !(s.BusyDepth > 0) || math.IsInf(s.BusyDepth, 0)
+	// Written so that NaN (a counter that went backwards, divided by a
+	// zero interval) is idle too.
+	return !(s.Busy >= IdleBusy) || !(s.IOPS > 0) || !(s.BusyDepth > 0) ||
+		math.IsInf(s.Busy, 0) || math.IsInf(s.IOPS, 0) || math.IsInf(s.BusyDepth, 0)
 }
 
 // GuardFactor is how far apart two operating points may be and still be
@@ -227,7 +230,11 @@ func (c *Controller) Observe(s Sample) Decision {
 		c.agree = ""
 		c.guard = nil
 	}
-	c.push(entry{at: s.At, dur: dur, depth: s.BusyDepth, busy: s.Busy, iops: s.IOPS, latency: s.Latency, idle: s.idle()})
+	e := entry{at: s.At, dur: dur, depth: s.BusyDepth, busy: s.Busy, iops: s.IOPS, latency: s.Latency, idle: s.idle()}
+	if e.idle && !(e.busy >= 0 && e.busy <= 1) {
+		e.busy = 0 // a nonsense figure must not reach State.Busy
+	}
+	c.push(e)
 	c.pruneSwitches(s.At)
 
 	if d, ok := c.judgeGuard(s, dur); ok {

@@ -515,3 +515,48 @@ func BenchmarkObserve(b *testing.B) {
 		c.Observe(Sample{At: now, Scheduler: "none", BusyDepth: depths[i%len(depths)], Busy: 0.9, IOPS: 900, Latency: time.Millisecond})
 	}
 }
+
+// The guard waits for load at a similar depth; without any for a day it
+// closes without a verdict.
+func TestGuardGivesUpAfterADay(t *testing.T) {
+	const W = 10 * time.Second
+	curves, order := crossing()
+	_, c := run(t, fastOpt(), curves, order, "mq-deadline", []phase{load(W, 32), load(W, 12)})
+	if !c.State().Guarding {
+		t.Fatalf("no guard a window after the switch: %+v", c.State())
+	}
+	_, c = run(t, fastOpt(), curves, order, "mq-deadline", []phase{load(W, 32), load(24*time.Hour+W, 12)})
+	if st := c.State(); st.Guarding || st.Scheduler != "none" {
+		t.Errorf("a day without a similar depth: %+v", st)
+	}
+}
+
+// Samples of nonsense (NaN or infinite figures, from counters that went
+// backwards) are idle: no verdict, no switch, a finite state.
+func TestControllerNonsenseSamples(t *testing.T) {
+	curves, order := crossing()
+	c, err := NewController(fastOpt(), curves, order, "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nan, inf := math.NaN(), math.Inf(1)
+	bad := []Sample{
+		{BusyDepth: nan, Busy: 1, IOPS: 1000},
+		{BusyDepth: 1, Busy: nan, IOPS: 1000},
+		{BusyDepth: 1, Busy: 1, IOPS: nan},
+		{BusyDepth: inf, Busy: 1, IOPS: 1000},
+		{BusyDepth: 1, Busy: inf, IOPS: 1000},
+		{BusyDepth: 1, Busy: 1, IOPS: inf},
+		{BusyDepth: -1, Busy: 1, IOPS: 1000},
+	}
+	for i := 1; i <= 100; i++ {
+		s := bad[i%len(bad)]
+		s.At, s.Scheduler = t0.Add(time.Duration(i)*time.Second), "none"
+		if d := c.Observe(s); d.Switch {
+			t.Fatalf("switch on %+v", s)
+		}
+	}
+	if st := c.State(); st.Depth != 0 || st.Favoured != "" || st.Agreeing != "" || math.IsNaN(st.Busy) || st.Busy > 1 {
+		t.Errorf("state after nonsense: %+v", st)
+	}
+}
