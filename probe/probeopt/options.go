@@ -21,7 +21,11 @@ type Options struct {
 	Duration time.Duration
 	Rounds   int
 	// Depth is the deep-queue measurement's reads in flight.
-	Depth     int
+	Depth int
+	// Depths are the curve's depths, ascending, each once: the reads in
+	// flight of one measurement each, per candidate and round. A probe
+	// caps them at the disk's hardware queue depth.
+	Depths    []int
 	BlockSize int
 	// Engine is one of EngineNames, or "" for the first of them the
 	// kernel allows.
@@ -57,14 +61,17 @@ var engineNames = []string{EngineIOUring, EnginePsync}
 // when Engine is "".
 func EngineNames() []string { return slices.Clone(engineNames) }
 
-// Limits of a probe. They keep a typo from holding a disk for an hour
-// ("10m" for "10s"): the longest probe these allow is 8 candidates x 15
-// rounds x (2 x 10 s + warm-up).
+// Limits of a probe. They keep a typo from holding a disk for hours
+// ("10m" for "10s"); the longest probe these allow, 8 candidates x 15
+// rounds x (10 measurements of 10 s + warm-up), is over 3 hours, and
+// says so before it starts.
 const (
-	MinDuration   = 10 * time.Millisecond
-	MaxDuration   = 10 * time.Second
-	MaxRounds     = 15
-	MaxDepth      = 1024
+	MinDuration = 10 * time.Millisecond
+	MaxDuration = 10 * time.Second
+	MaxRounds   = 15
+	MaxDepth    = 1024
+	// MaxDepths is the most points a curve has.
+	MaxDepths     = 8
 	MinBlockSize  = 512
 	MaxBlockSize  = 1 << 20
 	MaxMargin     = 0.5
@@ -80,17 +87,25 @@ const (
 func Default() Options {
 	return Options{
 		Candidates: []string{"none", "mq-deadline"},
-		Duration:   time.Second,
-		Rounds:     3,
-		Depth:      32,
-		BlockSize:  4096,
-		Choose:     ChooseBalanced,
-		Margin:     0.05,
+		// 400 ms a measurement keeps the default probe of a disk, 2
+		// candidates x 3 rounds x 5 depths (the curve's four and the
+		// deep-queue 32), within 14 s (probe's Options.Budget).
+		Duration: 400 * time.Millisecond,
+		Rounds:   3,
+		Depth:    32,
+		// A depth per factor of four, from one request at a time to
+		// 64: each point costs a measurement per candidate and round,
+		// and four keep the default probe within its 14 s.
+		Depths:    []int{1, 4, 16, 64},
+		BlockSize: 4096,
+		Choose:    ChooseBalanced,
+		Margin:    0.05,
 	}
 }
 
 // WithDefaults fills the zero fields from Default, but Engine ("" is a
-// choice) and Margin (0 is a margin of 0%).
+// choice) and Margin (0 is a margin of 0%). Depths is filled when nil; an
+// empty list is left for Problems to refuse.
 func (o Options) WithDefaults() Options {
 	d := Default()
 	if len(o.Candidates) == 0 {
@@ -104,6 +119,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Depth == 0 {
 		o.Depth = d.Depth
+	}
+	if o.Depths == nil {
+		o.Depths = d.Depths
 	}
 	if o.BlockSize == 0 {
 		o.BlockSize = d.BlockSize
@@ -119,8 +137,8 @@ type Problem struct {
 	// Keys are the [rule.probe] keys the problem is about: one, or two
 	// for a limit on both together (depth and block_size).
 	Keys []string
-	// Elem is the index of the candidate at fault when Keys is
-	// candidates and one of them is, else -1.
+	// Elem is the index of the element at fault when Keys is a list
+	// (candidates, depths) and one of its elements is, else -1.
 	Elem int
 	Msg  string
 }
@@ -164,12 +182,23 @@ func (o *Options) Problems() []Problem {
 	if !depthOK {
 		add("depth", -1, "%d is outside 1..%d", o.Depth, MaxDepth)
 	}
+	deepest, depthsOK := o.depthsProblems(add)
 	if err := CheckBlockSize(o.BlockSize); err != nil {
 		add("block_size", -1, "%v", err)
-	} else if depthOK && o.Depth*o.BlockSize > MaxInFlight {
-		ps = append(ps, Problem{Keys: []string{"depth", "block_size"}, Elem: -1, Msg: fmt.Sprintf(
-			"depth %d x block size %s is %s in flight: at most %s (the probe maps a buffer that size, and psync starts a thread per depth)",
-			o.Depth, formatBytes(o.BlockSize), formatBytes(o.Depth*o.BlockSize), formatBytes(MaxInFlight))})
+	} else {
+		inFlight := func(key, what string, depth int) {
+			if depth*o.BlockSize > MaxInFlight {
+				ps = append(ps, Problem{Keys: []string{key, "block_size"}, Elem: -1, Msg: fmt.Sprintf(
+					"%s %d x block size %s is %s in flight: at most %s (the probe maps a buffer that size, and psync starts a thread per depth)",
+					what, depth, formatBytes(o.BlockSize), formatBytes(depth*o.BlockSize), formatBytes(MaxInFlight))})
+			}
+		}
+		if depthOK {
+			inFlight("depth", "depth", o.Depth)
+		}
+		if depthsOK {
+			inFlight("depths", "the deepest of depths,", deepest)
+		}
 	}
 	if o.Engine != "" && !slices.Contains(engineNames, o.Engine) {
 		add("engine", -1, "%q is not an engine: %s", o.Engine, quotedList(engineNames))
@@ -184,6 +213,32 @@ func (o *Options) Problems() []Problem {
 		add("margin", -1, "%s%% is outside 0%%..%s%%", percent(o.Margin), percent(MaxMargin))
 	}
 	return ps
+}
+
+// depthsProblems checks Depths alone: its length, each depth's range, and
+// their order, each problem at the depth at fault. It returns the deepest,
+// and whether Depths passed.
+func (o *Options) depthsProblems(add func(key string, elem int, format string, a ...any)) (int, bool) {
+	switch {
+	case len(o.Depths) == 0:
+		add("depths", -1, "want at least one depth, such as [1, 4, 16, 64]")
+		return 0, false
+	case len(o.Depths) > MaxDepths:
+		add("depths", -1, "%d depths: at most %d", len(o.Depths), MaxDepths)
+		return 0, false
+	}
+	ok := true
+	for i, d := range o.Depths {
+		switch {
+		case d < 1 || d > MaxDepth:
+			add("depths", i, "%d is outside 1..%d", d, MaxDepth)
+			ok = false
+		case i > 0 && d <= o.Depths[i-1]:
+			add("depths", i, "%d after %d: depths ascend, each once", d, o.Depths[i-1])
+			ok = false
+		}
+	}
+	return o.Depths[len(o.Depths)-1], ok
 }
 
 // Validate returns o's problems as one error, nil when it has none.

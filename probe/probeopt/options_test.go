@@ -41,6 +41,14 @@ func TestProblems(t *testing.T) {
 		{func(o *Options) { o.Choose = "fastest" }, Problem{[]string{"choose"}, -1,
 			`"fastest" is not a choice: "balanced" (deep-queue IOPS without a depth-1 p99 regression), "iops" or "latency"`}},
 		{func(o *Options) { o.Margin = 0.9 }, Problem{[]string{"margin"}, -1, "90% is outside 0%..50%"}},
+		{func(o *Options) { o.Depths = []int{} }, Problem{[]string{"depths"}, -1, "want at least one depth, such as [1, 4, 16, 64]"}},
+		{func(o *Options) { o.Depths = []int{1, 2, 3, 4, 5, 6, 7, 8, 9} }, Problem{[]string{"depths"}, -1, "9 depths: at most 8"}},
+		{func(o *Options) { o.Depths = []int{1, 4, 2000} }, Problem{[]string{"depths"}, 2, "2000 is outside 1..1024"}},
+		{func(o *Options) { o.Depths = []int{0, 4} }, Problem{[]string{"depths"}, 0, "0 is outside 1..1024"}},
+		{func(o *Options) { o.Depths = []int{1, 16, 4} }, Problem{[]string{"depths"}, 2, "4 after 16: depths ascend, each once"}},
+		{func(o *Options) { o.Depths = []int{1, 4, 4} }, Problem{[]string{"depths"}, 2, "4 after 4: depths ascend, each once"}},
+		{func(o *Options) { o.Depths, o.BlockSize = []int{1, 128}, 1<<20 }, Problem{[]string{"depths", "block_size"}, -1,
+			"the deepest of depths, 128 x block size 1MiB is 128MiB in flight: at most 64MiB (the probe maps a buffer that size, and psync starts a thread per depth)"}},
 		{func(o *Options) { o.Margin = -0.07 }, Problem{[]string{"margin"}, -1, "-7% is outside 0%..50%"}},
 	} {
 		o := Default()
@@ -59,6 +67,18 @@ func TestProblems(t *testing.T) {
 	if ps := o.Problems(); len(ps) != 1 || ps[0].Keys[0] != "depth" {
 		t.Errorf("depth 5000 x 1MiB: %+v", ps)
 	}
+	// Nor depths out of order, whose deepest is not known.
+	o = Default()
+	o.Depths, o.BlockSize = []int{512, 256}, 1<<20
+	if ps := o.Problems(); len(ps) != 1 || ps[0].Keys[0] != "depths" || ps[0].Elem != 1 {
+		t.Errorf("depths [512, 256] x 1MiB: %+v", ps)
+	}
+	// The largest limits pass.
+	o = Default()
+	o.Depths = []int{1, 2, 4, 8, 16, 32, 64, 1024}
+	if err := o.Validate(); err != nil {
+		t.Errorf("eight depths up to 1024: %v", err)
+	}
 }
 
 // Zero fields are the defaults, but Margin's and Engine's zero, which are
@@ -68,7 +88,12 @@ func TestWithDefaults(t *testing.T) {
 	want := Default()
 	want.Depth, want.Margin = 8, 0
 	if !slices.Equal(got.Candidates, want.Candidates) || got.Duration != want.Duration || got.Rounds != want.Rounds ||
-		got.Depth != 8 || got.BlockSize != want.BlockSize || got.Engine != "" || got.Choose != want.Choose || got.Margin != 0 {
+		got.Depth != 8 || got.BlockSize != want.BlockSize || got.Engine != "" || got.Choose != want.Choose || got.Margin != 0 ||
+		!slices.Equal(got.Depths, []int{1, 4, 16, 64}) {
 		t.Errorf("WithDefaults = %+v, want %+v", got, want)
+	}
+	// An empty list is not nil: it stays, for Problems to refuse.
+	if got := (Options{Depths: []int{}}).WithDefaults(); got.Depths == nil || got.Validate() == nil {
+		t.Errorf("empty depths: %+v, %v", got.Depths, got.Validate())
 	}
 }
