@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -146,7 +147,7 @@ func procsFor(o Options) int {
 		name = eng.Name()
 	}
 	if e, ok := engineSpecOf(name); ok && e.procs != nil {
-		return e.procs(o.Depth)
+		return e.procs(slices.Max(measuredDepths(o.Depths, o.Depth)))
 	}
 	return 0
 }

@@ -104,10 +104,27 @@ func TestOptionsValidateAndBudget(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	// 2 candidates x 3 rounds x (switch + 0.25 s warm-up + 2 x 1 s) plus
-	// the busy sample and the restore.
-	if b := o.Budget(); b != busySample+6*(switchAllowance+250*time.Millisecond+2*time.Second)+restoreAllowance {
+	// 2 candidates x 3 rounds x (switch + 0.1 s warm-up + 5 x 0.4 s: the
+	// curve's 1, 4, 16 and 64, and the deep queue's 32) plus the busy
+	// sample and the restore: within the 15 s a default probe is allowed.
+	b := o.Budget()
+	if b != busySample+6*(switchAllowance+100*time.Millisecond+5*400*time.Millisecond)+restoreAllowance || b > 15*time.Second {
 		t.Errorf("budget %s", b)
+	}
+	// A deep queue among the curve's depths is measured once: the old
+	// probe's two measurements, at depth 1 and 32, and a curve of those.
+	o.Depths, o.Duration = []int{1, 32}, time.Second
+	if b := o.Budget(); b != busySample+6*(switchAllowance+250*time.Millisecond+2*time.Second)+restoreAllowance {
+		t.Errorf("budget with depths 1 and 32: %s", b)
+	}
+	if got := CapDepths([]int{1, 4, 16, 64}, 32); !slices.Equal(got, []int{1, 4, 16, 32}) {
+		t.Errorf("depths capped at 32 tags: %v", got)
+	}
+	if got := CapDepths([]int{1, 4, 16, 64}, 4); !slices.Equal(got, []int{1, 4}) {
+		t.Errorf("depths capped at 4 tags: %v", got)
+	}
+	if got := CapDepths([]int{1, 4, 16, 64}, 0); !slices.Equal(got, []int{1, 4, 16, 64}) {
+		t.Errorf("depths with the queue depth unknown: %v", got)
 	}
 	bad := Options{Options: probeopt.Options{Candidates: []string{"none", "none"}, Duration: time.Hour, Rounds: 99, Depth: 0, BlockSize: 3000, Engine: "aio", Choose: "x", Margin: 2}}
 	err := bad.Validate()
@@ -251,14 +268,18 @@ func TestEngineTable(t *testing.T) {
 			if spec.procs != nil && spec.procs(depth) < depth {
 				t.Errorf("%s at depth %d asks for %d goroutines: fewer than its readers", spec.name, depth, spec.procs(depth))
 			}
-			opts := DefaultOptions()
-			opts.Engine, opts.Depth = spec.name, depth
-			want := 0
-			if spec.procs != nil {
-				want = spec.procs(depth)
-			}
-			if got := procsFor(opts); got != want {
-				t.Errorf("procsFor(%s, depth %d) = %d, the table's %d", spec.name, depth, got, want)
+			// The deepest measurement counts, the curve's or the
+			// deep-queue one.
+			for _, curve := range [][]int{{1, 4}, {1, 64}} {
+				opts := DefaultOptions()
+				opts.Engine, opts.Depth, opts.Depths = spec.name, depth, curve
+				want := 0
+				if spec.procs != nil {
+					want = spec.procs(max(depth, curve[1]))
+				}
+				if got := procsFor(opts); got != want {
+					t.Errorf("procsFor(%s, depth %d, depths %v) = %d, the table's %d", spec.name, depth, curve, got, want)
+				}
 			}
 		}
 	}

@@ -29,6 +29,8 @@ type RoundFigures struct {
 	// Position is the candidate's place in the round's order (1 = first).
 	Position int `json:"position"`
 	Figures
+	// Curve is the round's figures at each of the probe's depths.
+	Curve []CurvePoint `json:"curve,omitempty"`
 }
 
 // Candidate is one scheduler's results: medians over rounds, and each
@@ -109,6 +111,31 @@ func (c *Candidate) medians() {
 		QD1P999:    pick(func(f *Figures) float64 { return f.QD1P999 }),
 		CPUPerIOus: pick(func(f *Figures) float64 { return f.CPUPerIOus }),
 	}
+	c.Curve = medianCurve(c.Rounds)
+}
+
+// medianCurve is each depth's medians over the rounds' curves, in the
+// first round's order of depths; nil when the rounds have none.
+func medianCurve(rounds []RoundFigures) []CurvePoint {
+	if len(rounds) == 0 || len(rounds[0].Curve) == 0 {
+		return nil
+	}
+	out := make([]CurvePoint, 0, len(rounds[0].Curve))
+	for _, p := range rounds[0].Curve {
+		var observed, iops, p50, p99 []float64
+		for _, r := range rounds {
+			for _, q := range r.Curve {
+				if q.Depth == p.Depth {
+					observed = append(observed, q.ObservedDepth)
+					iops = append(iops, q.IOPS)
+					p50 = append(p50, q.P50us)
+					p99 = append(p99, q.P99us)
+				}
+			}
+		}
+		out = append(out, CurvePoint{Depth: p.Depth, ObservedDepth: median(observed), IOPS: median(iops), P50us: median(p50), P99us: median(p99)})
+	}
+	return out
 }
 
 // CurvePoint is one candidate's random-read figures at one depth: the

@@ -27,6 +27,7 @@ func DefaultOptions() Options { return Options{Options: probeopt.Default()} }
 func FromPolicy(p *policy.Probe) Options {
 	o := p.Options
 	o.Candidates = slices.Clone(o.Candidates)
+	o.Depths = slices.Clone(o.Depths)
 	return Options{Options: o}
 }
 
@@ -51,9 +52,40 @@ func (o *Options) warmup() time.Duration { return min(o.Duration/4, maxWarmup) }
 
 // Budget is the longest a probe with these options can take, from its
 // start to its restore: the figure printed before starting. The probe
-// stops measuring when it runs out.
+// stops measuring when it runs out. A disk whose queue depth caps the
+// depths takes no longer.
 func (o Options) Budget() time.Duration {
 	o.fill()
-	per := switchAllowance + o.warmup() + 2*o.Duration
+	n := time.Duration(len(measuredDepths(o.Depths, o.Depth)))
+	per := switchAllowance + o.warmup() + n*o.Duration
 	return busySample + time.Duration(o.Rounds*len(o.Candidates))*per + restoreAllowance
+}
+
+// measuredDepths are the depths each candidate is measured at in a
+// round, ascending: the curve's, 1 (the depth-1 figures) and deep (the
+// deep-queue figures), each measured once.
+func measuredDepths(curve []int, deep int) []int {
+	ds := slices.Concat(curve, []int{1, deep})
+	slices.Sort(ds)
+	return slices.Compact(ds)
+}
+
+// CapDepths are the curve's depths on a disk whose hardware queue holds
+// queueDepth requests at once (Key.QueueDepth, its mq/0/nr_tags; 0 when
+// unknown, which caps nothing): a deeper depth becomes queueDepth. The
+// cap is the hardware's tag count, not nr_requests: nr_requests is the
+// scheduler's pool (twice the tags with an elevator, the tags with none,
+// reset by each switch), so capping by it would measure each candidate at
+// other depths; and past the tags, the disk holds no more, so a deeper
+// point measures reads waiting for a tag (in the scheduler, or in the
+// submitter with none), not the disk.
+func CapDepths(depths []int, queueDepth int) []int {
+	out := slices.Clone(depths)
+	if queueDepth <= 0 {
+		return out
+	}
+	for i, d := range out {
+		out[i] = min(d, queueDepth)
+	}
+	return slices.Compact(out)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,13 +32,19 @@ type Disk struct {
 	// they run: one the probe stops waiting for (the disk does not
 	// answer) stays listed until the kernel returns it.
 	InFlight *inflight.Writes
+	// engine, when set, is the engine read with (tests wrap one to
+	// watch each measurement); else Options.Engine's.
+	engine Engine
 }
 
 // Report is what a probe found and did; its JSON is `iosched probe --json`.
 type Report struct {
-	Device    string  `json:"device"`
-	Engine    string  `json:"engine"`
-	Depth     int     `json:"depth"`
+	Device string `json:"device"`
+	Engine string `json:"engine"`
+	Depth  int    `json:"depth"`
+	// Depths are the curve's depths as measured: Options.Depths capped
+	// at the disk's queue depth (CapDepths).
+	Depths    []int   `json:"depths,omitempty"`
 	BlockSize int     `json:"block_size"`
 	DurationS float64 `json:"duration_s"`
 	Rounds    int     `json:"rounds"`
@@ -195,9 +202,11 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	if lbs := dev.LogicalBlockSize; lbs != nil && uint64(o.BlockSize)%*lbs != 0 {
 		return nil, refuse(name, "block size %d is not a multiple of the disk's logical block size %d", o.BlockSize, *lbs)
 	}
-	eng, err := NewEngine(o.Engine)
-	if err != nil {
-		return nil, err
+	eng := t.engine
+	if eng == nil {
+		if eng, err = NewEngine(o.Engine); err != nil {
+			return nil, err
+		}
 	}
 
 	if t.Locks == nil {
@@ -241,6 +250,9 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 		Key: KeyOf(t.FS, dev), Serial: dev.Serial,
 	}
 	rep.RememberedAs = rep.Key.String()
+	asked := o.Depths
+	o.Depths = CapDepths(o.Depths, rep.Key.QueueDepth)
+	rep.Depths = o.Depths
 	rep.Incumbent = cands[0]
 	if slices.Contains(cands, *dev.Scheduler) {
 		rep.Incumbent = *dev.Scheduler
@@ -252,8 +264,13 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	offered.Candidates = cands
 	budget := offered.Budget()
 	rep.BudgetS = budget.Seconds()
-	say("probing %s: %s, %d rounds x %d candidates (%s), %s per measurement, depth 1 and %d, %d-byte reads: at most %s",
-		name, eng.Name(), o.Rounds, len(cands), strings.Join(cands, ", "), o.Duration, o.Depth, o.BlockSize, budget.Round(100*time.Millisecond))
+	capped := ""
+	if !slices.Equal(asked, o.Depths) {
+		capped = fmt.Sprintf(", capped at the disk's %d hardware tags", rep.Key.QueueDepth)
+	}
+	say("probing %s: %s, %d rounds x %d candidates (%s), %s per measurement at depths %s (curve %s%s; decision at 1 and %d), %d-byte reads: at most %s",
+		name, eng.Name(), o.Rounds, len(cands), strings.Join(cands, ", "), o.Duration, joinInts(measuredDepths(o.Depths, o.Depth)),
+		joinInts(o.Depths), capped, o.Depth, o.BlockSize, budget.Round(100*time.Millisecond))
 	// Watched under --force too: a busy disk is then probed, but its
 	// result marked.
 	busy := checkIdle(t.FS, name, busySample)
@@ -414,8 +431,8 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 			workerRuns += max(wr, 0)
 			rf.Round, rf.Position = round, pos+1
 			byName[c].Rounds = append(byName[c].Rounds, rf)
-			say("round %d/%d %-12s depth %d: %s IOPS %.1f MiB/s p99 %s; depth 1: %s IOPS p50 %s p99 %s",
-				round, o.Rounds, c, o.Depth, kilo(rf.IOPS), rf.MiBs, us(rf.P99us), kilo(rf.QD1IOPS), us(rf.QD1P50), us(rf.QD1P99))
+			say("round %d/%d %-12s depth %d: %s IOPS %.1f MiB/s p99 %s; depth 1: %s IOPS p50 %s p99 %s; curve %s",
+				round, o.Rounds, c, o.Depth, kilo(rf.IOPS), rf.MiBs, us(rf.P99us), kilo(rf.QD1IOPS), us(rf.QD1P50), us(rf.QD1P99), CurveText(rf.Curve))
 		}
 	}
 	if workerSeen {
@@ -432,9 +449,6 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	return rep, nil
 }
 
-// measureCandidate switches to sched, warms up, and measures at depth 1
-// and at o.Depth. The reads of one round go to the same blocks for every
-// candidate (the seed is the round's).
 // writeChain makes a probe's writes to its disk's settings one after the
 // other, each in a goroutine of its own that first waits for the one
 // before: a write the disk holds up (a switch waits for the I/O in flight,
@@ -496,6 +510,12 @@ func (c *writeChain) start(what string, w func() error) *inflight.Started {
 // within a second of its budget.
 const switchWait = 500 * time.Millisecond
 
+// measureCandidate switches to sched, warms up, and measures at each of
+// measuredDepths, ascending: the curve's points, depth 1 and o.Depth.
+// Each measurement's observed depth is the disk's own count of requests in
+// flight over it, from its stat read just before and after. The reads of
+// one round at one depth go to the same blocks for every candidate (the
+// seed is the round's and the depth's).
 func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options) (RoundFigures, int64, error) {
 	var rf RoundFigures
 	switched := writes.start("scheduler "+sched, func() error {
@@ -517,12 +537,22 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 		return rf, 0, fmt.Errorf("switching to %s: the disk has not taken it after %s (a switch waits for the I/O in flight): %w", sched, switchWait, ErrStuck)
 	}
 	runs := int64(0)
-	job := func(depth int, d time.Duration, seed uint64) (*Sample, error) {
+	job := func(depth int, d time.Duration, seed uint64) (*Sample, float64, error) {
 		deadline := time.Now().Add(d)
 		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 			deadline = dl
 		}
+		before, err := readStat(fs, name)
+		if err != nil {
+			return nil, 0, err
+		}
 		s, err := eng.Run(ctx, &Job{FD: fd, BlockSize: o.BlockSize, Depth: depth, Deadline: deadline, Size: size, Seed: seed})
+		var observed float64
+		if after, serr := readStat(fs, name); serr == nil && s != nil {
+			observed = observedDepth(before, after, s.Elapsed)
+		} else if err == nil {
+			err = serr
+		}
 		if err == nil && ctx.Err() != nil {
 			err = ctx.Err()
 		}
@@ -537,27 +567,46 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 			// after one is the check before the next).
 			err = schedulerStill(fs, name, sched, fmt.Sprintf("after a measurement of %s (round %d)", sched, round))
 		}
-		return s, err
+		return s, observed, err
 	}
-	if _, err := job(o.Depth, o.warmup(), uint64(round)<<8|3); err != nil {
+	if _, _, err := job(o.Depth, o.warmup(), uint64(round)<<16|3); err != nil {
 		return rf, runs, err
 	}
-	s1, err := job(1, o.Duration, uint64(round)<<8|1)
-	if err != nil {
-		return rf, runs, err
-	}
-	m1 := summarize(s1, o.BlockSize)
-	sN, err := job(o.Depth, o.Duration, uint64(round)<<8|2)
-	if err != nil {
-		return rf, runs, err
-	}
-	mN := summarize(sN, o.BlockSize)
-	rf.Figures = Figures{
-		IOPS: mN.iops, MiBs: mN.mibs, P50us: mN.p50, P99us: mN.p99, P999us: mN.p999,
-		QD1IOPS: m1.iops, QD1P50: m1.p50, QD1P99: m1.p99, QD1P999: m1.p999,
-		CPUPerIOus: mN.cpuPerIO,
+	for _, depth := range measuredDepths(o.Depths, o.Depth) {
+		s, observed, err := job(depth, o.Duration, uint64(round)<<16|uint64(depth)<<2|1)
+		if err != nil {
+			return rf, runs, err
+		}
+		m := summarize(s, o.BlockSize)
+		if depth == 1 {
+			rf.QD1IOPS, rf.QD1P50, rf.QD1P99, rf.QD1P999 = m.iops, m.p50, m.p99, m.p999
+		}
+		if depth == o.Depth {
+			rf.IOPS, rf.MiBs, rf.P50us, rf.P99us, rf.P999us, rf.CPUPerIOus = m.iops, m.mibs, m.p50, m.p99, m.p999, m.cpuPerIO
+		}
+		if slices.Contains(o.Depths, depth) {
+			rf.Curve = append(rf.Curve, CurvePoint{Depth: depth, ObservedDepth: observed, IOPS: m.iops, P50us: m.p50, P99us: m.p99})
+		}
 	}
 	return rf, runs, nil
+}
+
+// CurveText is a curve in one line: each point's depth, IOPS and, in
+// brackets, the disk's observed depth ("1: 45.1K (0.62)  4: 121K (1.81)").
+func CurveText(pts []CurvePoint) string {
+	parts := make([]string, len(pts))
+	for i, p := range pts {
+		parts[i] = fmt.Sprintf("%d: %s (%.2f)", p.Depth, kilo(p.IOPS), p.ObservedDepth)
+	}
+	return strings.Join(parts, "  ")
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
 }
 
 // setScheduler switches the disk's scheduler and checks the kernel took it.

@@ -77,8 +77,11 @@ func (r *Runner) Lookup(dev *sysfs.Device, o Options, maxAge time.Duration) (*Re
 	if len(offered) < 2 {
 		return nil, nil
 	}
+	key := KeyOf(r.FS, dev)
 	want := Want{
-		Method: Method{Engine: eng.Name(), Depth: o.Depth, BlockSize: o.BlockSize, Candidates: offered},
+		// The depths a probe of this disk measures (Run caps them the
+		// same way).
+		Method: Method{Engine: eng.Name(), Depth: o.Depth, BlockSize: o.BlockSize, Depths: CapDepths(o.Depths, key.QueueDepth), Candidates: offered},
 		Choose: o.Choose, Margin: o.Margin, MaxAge: maxAge, Incumbent: offered[0],
 	}
 	if dev.Scheduler != nil && slices.Contains(offered, *dev.Scheduler) {
@@ -86,7 +89,6 @@ func (r *Runner) Lookup(dev *sysfs.Device, o Options, maxAge time.Duration) (*Re
 	} else {
 		want.FirstCandidate = true
 	}
-	key := KeyOf(r.FS, dev)
 	rec, err := r.Store.Lookup(key, want, r.now())
 	if rec == nil {
 		return nil, err
@@ -141,7 +143,7 @@ func (r *Runner) Probe(ctx context.Context, name string, o Options, fresh bool, 
 // nothing measured now.
 func (rec *Record) report() *Report {
 	rep := &Report{
-		Device: rec.Device, Engine: rec.Engine, Depth: rec.Depth, BlockSize: rec.BlockSize, DurationS: rec.DurationS,
+		Device: rec.Device, Engine: rec.Engine, Depth: rec.Depth, Depths: rec.Depths, BlockSize: rec.BlockSize, DurationS: rec.DurationS,
 		Rounds: rec.Rounds, Choose: rec.Choose, Margin: rec.Margin, Incumbent: rec.Incumbent,
 		Candidates: rec.Figures, Decision: rec.Decision, RememberedAs: rec.Key.String(), Key: rec.Key, Serial: rec.Serial,
 		From: "remembered " + rec.At.Format(time.RFC3339),

@@ -89,13 +89,21 @@ func TestRunnerAsksForProcs(t *testing.T) {
 		}}
 	procs := runtime.GOMAXPROCS(0)
 	o := DefaultOptions()
-	o.Engine, o.Depth = EnginePsync, 8
+	o.Engine, o.Depth, o.Depths = EnginePsync, 8, []int{1, 4}
 	if _, err := r.Probe(context.Background(), "vda", o, true, 0); err == nil {
 		t.Fatal("a probe without a device node was not refused")
 	}
 	if !slices.Equal(asked, []int{9}) || released != 1 {
-		t.Errorf("psync depth 8: asked for %v, released %d times; want [9], once", asked, released)
+		t.Errorf("psync depth 8, depths 1, 4: asked for %v, released %d times; want [9], once", asked, released)
 	}
+	// The curve's deepest point, when deeper, is what counts.
+	asked, released = nil, 0
+	o.Depths = []int{1, 16}
+	r.Probe(context.Background(), "vda", o, true, 0)
+	if !slices.Equal(asked, []int{17}) || released != 1 {
+		t.Errorf("psync depth 8, depths 1, 16: asked for %v, released %d times; want [17], once", asked, released)
+	}
+	o.Depths = []int{1, 4}
 	if runtime.GOMAXPROCS(0) != procs {
 		t.Errorf("GOMAXPROCS %d after the probe, was %d", runtime.GOMAXPROCS(0), procs)
 	}

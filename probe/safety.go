@@ -273,6 +273,15 @@ func openNode(devDir, name, majorMinor string) (int, error) {
 // (Documentation/block/stat.rst).
 type Stat struct {
 	Reads, Writes, InFlight uint64
+	// TimeInQueue is field 11, the milliseconds the disk's completed
+	// requests spent in flight, summed (the kernel adds each request's
+	// time from its start to its completion when it completes: part_stat
+	// nsecs in block/blk-mq.c, shown by part_stat_show in
+	// block/genhd.c); its change over an interval, over the interval's
+	// length, is the mean number in flight (Little's law). HasTimeInQueue
+	// is false when the file has fewer fields.
+	TimeInQueue    uint64
+	HasTimeInQueue bool
 }
 
 func readStat(fs sysfs.FS, name string) (Stat, error) {
@@ -291,8 +300,27 @@ func readStat(fs sysfs.FS, name string) (Stat, error) {
 		}
 	}
 	// Fields: reads, reads merged, sectors read, ms reading, writes,
-	// writes merged, sectors written, ms writing, in flight.
-	return Stat{Reads: v[0], Writes: v[4], InFlight: v[8]}, nil
+	// writes merged, sectors written, ms writing, in flight, then ms busy
+	// and ms in flight summed.
+	st := Stat{Reads: v[0], Writes: v[4], InFlight: v[8]}
+	if len(f) >= 11 {
+		if st.TimeInQueue, err = strconv.ParseUint(f[10], 10, 64); err != nil {
+			return Stat{}, fmt.Errorf("%s stat: %w", name, err)
+		}
+		st.HasTimeInQueue = true
+	}
+	return st, nil
+}
+
+// observedDepth is the mean number of requests the disk had in flight
+// between two reads of its stat elapsed apart, 0 when a read lacks the
+// counter. Requests are counted at completion, so every read of a
+// measurement is counted once the engine has waited for them all.
+func observedDepth(before, after Stat, elapsed time.Duration) float64 {
+	if !before.HasTimeInQueue || !after.HasTimeInQueue || elapsed <= 0 || after.TimeInQueue < before.TimeInQueue {
+		return 0
+	}
+	return float64(after.TimeInQueue-before.TimeInQueue) / (float64(elapsed) / float64(time.Millisecond))
 }
 
 // busyIOPS is the I/O rate by others above which a disk is busy: a probe

@@ -70,11 +70,15 @@ func kernelRelease() string {
 
 // Method is how a result was measured; a remembered result is reused only
 // for the same method (the choice and margin can differ: the decision is
-// made again from its figures).
+// made again from its figures). See Method.serves for the curve's depths.
 type Method struct {
-	Engine     string   `json:"engine"`
-	Depth      int      `json:"depth"`
-	BlockSize  int      `json:"block_size"`
+	Engine    string `json:"engine"`
+	Depth     int    `json:"depth"`
+	BlockSize int    `json:"block_size"`
+	// Depths are the curve's, as measured (capped at the disk's queue
+	// depth); none in a result remembered before probes measured
+	// curves.
+	Depths     []int    `json:"depths,omitempty"`
 	Candidates []string `json:"candidates"`
 }
 
@@ -110,7 +114,7 @@ func RecordOf(r *Report, at time.Time) Record {
 	engine := r.Engine
 	return Record{
 		Key: r.Key, Serial: r.Serial, Device: r.Device, At: at.UTC(),
-		Method:    Method{Engine: engine, Depth: r.Depth, BlockSize: r.BlockSize, Candidates: cands},
+		Method:    Method{Engine: engine, Depth: r.Depth, BlockSize: r.BlockSize, Depths: slices.Clone(r.Depths), Candidates: cands},
 		DurationS: r.DurationS, Rounds: r.Rounds, Incumbent: r.Incumbent, Figures: r.Candidates,
 		Decision: r.Decision, Choose: r.Choose, Margin: r.Margin, Disturbed: r.Disturbed,
 	}
@@ -193,12 +197,36 @@ func (r *Record) Check(now time.Time) error {
 			return fmt.Errorf("two figures for %q", f.Scheduler)
 		}
 		seen[f.Scheduler] = true
+		if err := checkCurve(f.Curve, r.Depths); err != nil {
+			return fmt.Errorf("%s's curve: %w", f.Scheduler, err)
+		}
 	}
 	if r.At.After(now) {
 		return fmt.Errorf("dated %s, in the future", r.At.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
+
+// checkCurve: a curve, when there is one, has a point at each of the
+// record's depths, in their order, with no negative figure.
+func checkCurve(curve []CurvePoint, depths []int) error {
+	if len(curve) == 0 {
+		return nil
+	}
+	got := make([]int, len(curve))
+	for i, p := range curve {
+		got[i] = p.Depth
+		if p.ObservedDepth < 0 || p.IOPS < 0 || p.P50us < 0 || p.P99us < 0 {
+			return fmt.Errorf("a negative figure at depth %d", p.Depth)
+		}
+	}
+	if !slices.Equal(got, depths) {
+		return fmt.Errorf("points at depths %s, where the record's depths are %s", fmtInts(got), fmtInts(depths))
+	}
+	return nil
+}
+
+func fmtInts(xs []int) string { return "[" + joinInts(xs) + "]" }
 
 // Records are the remembered results (not the seeded ones).
 func (s *Store) Records() ([]Record, error) {
@@ -226,19 +254,20 @@ type Want struct {
 
 // Lookup finds the result for key measured by want's method, the newest
 // of probes.json first, then of the seeded files in glob and name order;
-// its decision is made again with want's choice and margin. It returns nil
-// when there is none (a changed key, another method, or too old). A seeded
-// file that cannot be read is an error, after the lookup (a record found
-// elsewhere is still returned), and so is a record of the key and method
-// that fails Record.Check: it is not used, and the error names its file
-// and its place in it.
+// its decision is made again with want's choice and margin. A result with
+// want's curve is taken before one from before curves (see Method.serves),
+// wherever each is. It returns nil when there is none (a changed key,
+// another method, or too old). A seeded file that cannot be read is an
+// error, after the lookup (a record found elsewhere is still returned), and
+// so is a record of the key and method that fails Record.Check: it is not
+// used, and the error names its file and its place in it.
 func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 	var errs []error
-	pick := func(recs []Record, from, file string) *Record {
+	pick := func(recs []Record, from, file string, beforeCurves bool) *Record {
 		var best *Record
 		for i := range recs {
 			r := &recs[i]
-			if r.Key != key || !sameMethod(r.Method, want.Method) || r.Disturbed != "" {
+			if ok, old := r.Method.serves(want.Method); r.Key != key || !ok || old != beforeCurves || r.Disturbed != "" {
 				continue
 			}
 			if err := r.Check(now); err != nil {
@@ -259,37 +288,55 @@ func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 		}
 		return best
 	}
+	type file struct {
+		recs       []Record
+		from, name string
+	}
+	var files []file
 	own, err := s.Records()
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if r := pick(own, "", s.path); r != nil {
-		return r, errors.Join(errs...)
-	}
-	for _, g := range s.seeded {
-		files, err := filepath.Glob(g)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("probe_results %q: %w", g, err))
-			continue
-		}
-		slices.Sort(files)
-		for _, f := range files {
-			recs, err := readStoreFile(f, false, maxSeedFile)
+	files = append(files, file{own, "", s.path})
+	read := func() { // the seeded files, once, and only when needed
+		for _, g := range s.seeded {
+			names, err := filepath.Glob(g)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("seeded probe results: %w", err))
+				errs = append(errs, fmt.Errorf("probe_results %q: %w", g, err))
 				continue
 			}
-			if r := pick(recs, f, f); r != nil {
+			slices.Sort(names)
+			for _, f := range names {
+				recs, err := readStoreFile(f, false, maxSeedFile)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("seeded probe results: %w", err))
+					continue
+				}
+				files = append(files, file{recs, f, f})
+			}
+		}
+	}
+	// With no depths asked, the one pass is of results without a curve.
+	passes := []bool{false, true}
+	if len(want.Depths) == 0 {
+		passes = []bool{true}
+	}
+	for i, beforeCurves := range passes {
+		for j := 0; j < len(files); j++ {
+			if r := pick(files[j].recs, files[j].from, files[j].name, beforeCurves); r != nil {
 				return r, errors.Join(errs...)
+			}
+			if i == 0 && j == 0 {
+				read()
 			}
 		}
 	}
 	return nil, errors.Join(errs...)
 }
 
-// sameMethod: the same engine, depth and block size, and the same set of
+// sameBase: the same engine, depth and block size, and the same set of
 // candidates in any order.
-func sameMethod(a, b Method) bool {
+func sameBase(a, b Method) bool {
 	if a.Engine != b.Engine || a.Depth != b.Depth || a.BlockSize != b.BlockSize || len(a.Candidates) != len(b.Candidates) {
 		return false
 	}
@@ -299,8 +346,25 @@ func sameMethod(a, b Method) bool {
 	return slices.Equal(x, y)
 }
 
+// serves says whether a result measured by m serves a lookup for want:
+// the same engine, deep-queue depth, block size and candidates, and
+// either the same curve depths, or none (beforeCurves: a result from
+// before probes measured curves, whose figures at depth 1 and the deep
+// depth are what the decision reads, and which counts as those two points
+// for a curve: Candidate.Points). A result with another curve is not
+// reused: its curve is not the one asked for.
+func (m Method) serves(want Method) (ok, beforeCurves bool) {
+	switch {
+	case !sameBase(m, want):
+		return false, false
+	case len(m.Depths) == 0:
+		return true, true
+	}
+	return slices.Equal(m.Depths, want.Depths), false
+}
+
 // Remember adds rec to probes.json, replacing any result of the same key
-// and method. The file is rewritten atomically under a lock, so probes of
+// and method (and one of that method from before curves). The file is rewritten atomically under a lock, so probes of
 // several disks at once each keep their result.
 //
 // A probes.json that cannot be read is moved aside
@@ -323,7 +387,12 @@ func (s *Store) Remember(rec Record) error {
 		aside = fmt.Errorf("earlier results unreadable (%w): moved aside to %s, this result starts a new file", rerr, to)
 		recs = nil
 	}
-	recs = slices.DeleteFunc(recs, func(r Record) bool { return r.Key == rec.Key && sameMethod(r.Method, rec.Method) })
+	// A result of the same curve replaces the older, and so does any
+	// result with a curve one from before curves.
+	recs = slices.DeleteFunc(recs, func(r Record) bool {
+		ok, _ := r.Method.serves(rec.Method)
+		return r.Key == rec.Key && ok
+	})
 	recs = append(recs, rec)
 	if err := writeStore(s.path, recs); err != nil {
 		return errors.Join(aside, err)
