@@ -92,7 +92,7 @@ func (p *Policy) ProbeFor(d *sysfs.Device) (*Probe, string) {
 	return out, rule
 }
 
-var probeKeys = []string{"candidates", "duration", "rounds", "depth", "block_size", "engine", "choose", "margin", "max_age"}
+var probeKeys = []string{"candidates", "duration", "rounds", "depth", "depths", "block_size", "engine", "choose", "margin", "max_age"}
 
 // probeTable reads [rule.probe]: each key's value into the options, then
 // the options' one validation (probeopt.Options.Problems), each problem
@@ -140,6 +140,21 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 				} else {
 					p.Depth = int(n)
 				}
+			}
+		case "depths":
+			list, ok := v.([]any)
+			if !ok {
+				d.errorf(kl, "want a list of depths, such as [1, 4, 16, 64], not %s", typeName(v))
+				continue
+			}
+			depths := make([]int, 0, len(list))
+			for i, e := range list {
+				n, ok := d.integer(kl.elem(i), e)
+				read = read && ok
+				depths = append(depths, int(max(min(n, math.MaxInt), math.MinInt)))
+			}
+			if read {
+				p.Depths = depths
 			}
 		case "block_size":
 			n, err := parseBytes(v)

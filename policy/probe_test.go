@@ -22,6 +22,7 @@ candidates = ["none", "kyber"]
 duration = "250ms"
 rounds = 5
 depth = 64
+depths = [1, 2, 8, 32]
 block_size = "8KiB"
 engine = "psync"
 choose = "iops"
@@ -42,7 +43,7 @@ probe_results = ["/etc/iosched/probes.d/*.json"]
 		t.Fatal(err)
 	}
 	want := &Probe{Options: probeopt.Options{Candidates: []string{"none", "kyber"}, Duration: 250 * time.Millisecond, Rounds: 5, Depth: 64,
-		BlockSize: 8192, Engine: "psync", Choose: "iops", Margin: 0.025}, MaxAge: 30 * 24 * time.Hour}
+		Depths: []int{1, 2, 8, 32}, BlockSize: 8192, Engine: "psync", Choose: "iops", Margin: 0.025}, MaxAge: 30 * 24 * time.Hour}
 	if got := p.Rules[0].Probe(); !reflect.DeepEqual(got, want) {
 		t.Errorf("probe = %+v, want %+v", got, want)
 	}
@@ -114,7 +115,7 @@ probe_results = ["etc/*.json", "/x/[.json"]
 		`p.toml:10:1: rule 1 "x": probe.choose: "fastest" is not a choice: "balanced" (deep-queue IOPS without a depth-1 p99 regression), "iops" or "latency"`,
 		`p.toml:11:1: rule 1 "x": probe.margin: want a percentage as a string, such as "5%", not an integer`,
 		`p.toml:12:1: rule 1 "x": probe.max_age: 1s is shorter than a minute: every start would probe again`,
-		`p.toml:13:1: rule 1 "x": probe.workload: unknown key (valid: candidates, duration, rounds, depth, block_size, engine, choose, margin, max_age)`,
+		`p.toml:13:1: rule 1 "x": probe.workload: unknown key (valid: candidates, duration, rounds, depth, depths, block_size, engine, choose, margin, max_age)`,
 		`p.toml:17:1: rule 2 "y": probe: want a table ([rule.probe]), not a string`,
 		`p.toml:19:1: rule 2 "y": set.candidates: unknown key here: "candidates" belongs in [rule.probe]`,
 		`p.toml:24:23: rule 3 "z": probe.candidates: none is named twice`,
@@ -180,6 +181,43 @@ func TestParseProbeInFlight(t *testing.T) {
 		if c.want == "" {
 			if _, err := Parse(f); err != nil {
 				t.Errorf("%q: %v", c.body, err)
+			}
+			continue
+		}
+		if got := errorLines(t, f); strings.Join(got, "\n") != c.want {
+			t.Errorf("%q: errors\n%s\nwant\n%s", c.body, strings.Join(got, "\n"), c.want)
+		}
+	}
+}
+
+// TestParseProbeDepths: depths is a list of integers, checked by the
+// options' one validation; a problem with one depth is reported at it,
+// one with the list at the key.
+func TestParseProbeDepths(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want string // "" when it parses
+	}{
+		{"depths = [1, 4, 16, 64, 128, 256, 512, 1024]\n", ""},
+		{"depths = [8]\n", ""},
+		{"depths = 4\n", `p.toml:4:1: rule 1 "x": probe.depths: want a list of depths, such as [1, 4, 16, 64], not an integer`},
+		{"depths = []\n", `p.toml:4:1: rule 1 "x": probe.depths: want at least one depth, such as [1, 4, 16, 64]`},
+		{"depths = [1, \"4\", 16]\n", `p.toml:4:14: rule 1 "x": probe.depths: want an integer, not a string`},
+		{"depths = [1, 16, 4]\n", `p.toml:4:18: rule 1 "x": probe.depths: 4 after 16: depths ascend, each once`},
+		{"depths = [1, 4, 4]\n", `p.toml:4:17: rule 1 "x": probe.depths: 4 after 4: depths ascend, each once`},
+		{"depths = [0, 4096]\n", `p.toml:4:11: rule 1 "x": probe.depths: 0 is outside 1..1024` + "\n" +
+			`p.toml:4:14: rule 1 "x": probe.depths: 4096 is outside 1..1024`},
+		{"depths = [1, 2, 3, 4, 5, 6, 7, 8, 9]\n", `p.toml:4:1: rule 1 "x": probe.depths: 9 depths: at most 8`},
+		{"depths = [1, 128]\nblock_size = \"1MiB\"\n",
+			`p.toml:5:1: rule 1 "x": probe.block_size: the deepest of depths, 128 x block size 1MiB is 128MiB in flight: at most 64MiB (the probe maps a buffer that size, and psync starts a thread per depth)`},
+	} {
+		f := File{Name: "p.toml", Data: []byte("[[rule]]\nname = \"x\"\n[rule.probe]\n" + c.body)}
+		if c.want == "" {
+			p, err := Parse(f)
+			if err != nil {
+				t.Errorf("%q: %v", c.body, err)
+			} else if got := p.Rules[0].Probe().Depths; len(got) == 0 {
+				t.Errorf("%q: depths %v", c.body, got)
 			}
 			continue
 		}
