@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +23,7 @@ func newProbeCmd(e *env) *cobra.Command {
 		candidates                        []string
 		duration                          time.Duration
 		rounds, depth                     int
+		depths                            []int
 		blockSize, engine, choose, margin string
 		stateDir, export                  string
 		apply, fresh, force, asJSON       bool
@@ -32,8 +35,18 @@ func newProbeCmd(e *env) *cobra.Command {
 		Long: `probe runs a short read-only benchmark of each candidate scheduler on the disk
 itself: per round and candidate (alternating order: A B, then B A, ...) it
 switches the scheduler, warms up, then reads random aligned blocks with O_DIRECT
-at depth 1 (latency p50/p99/p99.9, IOPS) and at --depth (IOPS, MiB/s, p99). A
-candidate's figure is the median over rounds.
+at each depth of the curve (--depths, default 1,4,16,64: IOPS, p50, p99), at
+depth 1 (latency p50/p99/p99.9, IOPS) and at --depth (IOPS, MiB/s, p99), each
+depth once. A candidate's figure is the median over rounds. Depths beyond the
+disk's hardware queue depth (its tag count, mq/0/nr_tags: what the device
+holds at once, the same under every scheduler, unlike nr_requests) are
+measured at that count. Each point of the curve also records the depth the
+disk itself saw: its mean requests in flight over the measurement, from the
+time_in_queue counter of /sys/block/DEV/stat (observed_depth). It is lower
+than the depth asked when the reader, not the disk, is the bottleneck (a
+loop device over /dev/shm), and it is the depth live observation can see.
+The defaults take at most 14 s a disk (400 ms a measurement); the bound is
+printed before starting.
 
 --choose iops: a challenger must beat the incumbent's deep-queue IOPS by more
 than --margin in the median and in a majority of rounds; latency: the same on
@@ -80,7 +93,8 @@ otherwise (a refusal says why).`,
 			if len(args) == 0 && export == "" {
 				return &ExitError{Code: 2, Msg: "probe: name at least one disk (or --export FILE)"}
 			}
-			o := probe.Options{Options: probeopt.Options{Candidates: candidates, Duration: duration, Rounds: rounds, Depth: depth, Engine: engine, Choose: choose},
+			o := probe.Options{Options: probeopt.Options{Candidates: candidates, Duration: duration, Rounds: rounds, Depth: depth, Depths: depths,
+				Engine: engine, Choose: choose},
 				Apply: apply, Force: force}
 			bs, err := policy.ParseSize(blockSize)
 			if err != nil {
@@ -173,6 +187,7 @@ otherwise (a refusal says why).`,
 	f.DurationVar(&duration, "duration", def.Duration, fmt.Sprintf("length of each measurement (%s..%s)", probeopt.MinDuration, probeopt.MaxDuration))
 	f.IntVar(&rounds, "rounds", def.Rounds, fmt.Sprintf("rounds, candidates in alternating order (1..%d)", probeopt.MaxRounds))
 	f.IntVar(&depth, "depth", def.Depth, fmt.Sprintf("reads in flight in the deep-queue measurement (1..%d)", probeopt.MaxDepth))
+	f.IntSliceVar(&depths, "depths", def.Depths, fmt.Sprintf("the curve's depths, ascending (at most %d, each 1..%d; capped at the disk's queue depth)", probeopt.MaxDepths, probeopt.MaxDepth))
 	f.StringVar(&blockSize, "block-size", "4KiB", "size of each read (a power of two, 512B..1MiB)")
 	f.StringVar(&engine, "engine", "", fmt.Sprintf("%s (default the first the kernel allows)", strings.Join(probeopt.EngineNames(), " or ")))
 	f.StringVar(&choose, "choose", def.Choose, probeopt.ChooseBalanced+", "+probeopt.ChooseIOPS+" or "+probeopt.ChooseLatency)
@@ -191,8 +206,16 @@ func renderProbe(w io.Writer, r *probe.Report) {
 	if r.From != "" {
 		fmt.Fprintf(w, "  %s (key %s); --fresh probes again\n", printable(r.From), printable(r.RememberedAs))
 	}
-	fmt.Fprintf(w, "  %s, depth 1 and %d, %d-byte random reads, %gs a measurement, %d rounds; choose %s, margin %g%%\n",
-		r.Engine, r.Depth, r.BlockSize, r.DurationS, r.Rounds, r.Choose, r.Margin*100)
+	curve := ""
+	if len(r.Depths) > 0 {
+		ds := make([]string, len(r.Depths))
+		for i, d := range r.Depths {
+			ds[i] = strconv.Itoa(d)
+		}
+		curve = ", curve at depths " + strings.Join(ds, ", ")
+	}
+	fmt.Fprintf(w, "  %s, depth 1 and %d%s, %d-byte random reads, %gs a measurement, %d rounds; choose %s, margin %g%%\n",
+		r.Engine, r.Depth, curve, r.BlockSize, r.DurationS, r.Rounds, r.Choose, r.Margin*100)
 	if r.From == "" {
 		nowait := "unknown (" + r.NoWaitReason + ")"
 		if r.NoWait != nil {
@@ -227,6 +250,7 @@ func renderProbe(w io.Writer, r *probe.Report) {
 		}
 	}
 	tw.Flush()
+	renderCurves(w, r)
 	if r.From != "" {
 		return
 	}
@@ -244,6 +268,23 @@ func renderProbe(w io.Writer, r *probe.Report) {
 	fmt.Fprintf(w, "  disk stat: reads %d -> %d, writes %d -> %d%s\n", r.ReadsBefore, r.ReadsAfter, r.WritesBefore, r.WritesAfter,
 		map[bool]string{true: " (no writes)", false: ""}[r.WritesAfter == r.WritesBefore])
 	fmt.Fprintf(w, "  took %.1fs of a %.1fs budget; remembered as %s\n", r.ElapsedS, r.BudgetS, printable(r.RememberedAs))
+}
+
+// renderCurves shows each candidate's curve on a line: IOPS at each depth,
+// and in brackets the depth the disk saw. A result from before curves has
+// none to show.
+func renderCurves(w io.Writer, r *probe.Report) {
+	if !slices.ContainsFunc(r.Candidates, func(c probe.Candidate) bool { return len(c.Curve) > 0 }) {
+		return
+	}
+	fmt.Fprintln(w, "  curve: IOPS at each depth (in brackets, the disk's mean requests in flight)")
+	width := 0
+	for _, c := range r.Candidates {
+		width = max(width, len(printable(c.Scheduler)))
+	}
+	for _, c := range r.Candidates {
+		fmt.Fprintf(w, "  %-*s  %s\n", width+2, printable(c.Scheduler)+map[bool]string{true: " *", false: ""}[c.Scheduler == r.Winner], probe.CurveText(c.Curve))
+	}
 }
 
 func ordinal(n int) string {

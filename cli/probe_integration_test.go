@@ -59,7 +59,7 @@ func TestIntegrationProbeCommand(t *testing.T) {
 	l.Bind(t, 64<<20)
 	orig := kyberOrBFQ(t, fs, l.Name)
 	state := t.TempDir()
-	args := []string{"probe", l.Name, "--state-dir", state, "--duration", "50ms", "--rounds", "2", "--depth", "8"}
+	args := []string{"probe", l.Name, "--state-dir", state, "--duration", "50ms", "--rounds", "2", "--depth", "8", "--depths", "1,4,16"}
 
 	out, errb, code := runMain(t, append(args, "--json")...)
 	if code != 0 {
@@ -89,6 +89,10 @@ func TestIntegrationProbeCommand(t *testing.T) {
 		if m["iops"].(float64) <= 0 || len(m["rounds"].([]any)) != 2 {
 			t.Errorf("candidate %v", m)
 		}
+		checkCurve(t, "--json", m)
+	}
+	if ds, _ := rep["depths"].([]any); len(ds) != 3 {
+		t.Errorf("--json depths %v, want 1, 4, 16", rep["depths"])
 	}
 	if rep["original"] != orig || rep["restored"] != true || rep["writes_before"] != rep["writes_after"] {
 		t.Errorf("original %v restored %v writes %v -> %v", rep["original"], rep["restored"], rep["writes_before"], rep["writes_after"])
@@ -119,6 +123,34 @@ func TestIntegrationProbeCommand(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"results"`) || !strings.Contains(string(b), l.Name) {
 		t.Errorf("export: %v\n%s", err, b)
 	}
+	var fleet struct {
+		Results []struct {
+			Figures []map[string]any `json:"figures"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(b, &fleet); err != nil || len(fleet.Results) != 1 || len(fleet.Results[0].Figures) != 2 {
+		t.Fatalf("export: %v\n%s", err, b)
+	}
+	for _, m := range fleet.Results[0].Figures {
+		checkCurve(t, "--export", m)
+	}
+	// The text report shows the curve, a line per candidate.
+	out, errb, code = runMain(t, "probe", "--state-dir", state, "--duration", "50ms", "--rounds", "1", "--depth", "8", "--depths", "1,4,16", "--fresh", l.Name)
+	if code != 0 || !strings.Contains(string(out), "curve: IOPS at each depth") || !strings.Contains(string(out), "curve at depths 1, 4, 16") {
+		t.Errorf("text report: exit %d\n%s%s", code, out, errb)
+	}
+	for _, c := range cands {
+		name := c.(map[string]any)["scheduler"].(string)
+		if !slices.ContainsFunc(strings.Split(string(out), "\n"), func(line string) bool {
+			f := strings.Fields(line)
+			return len(f) > 0 && f[0] == name && strings.Contains(line, " 1: ") && strings.Contains(line, " 16: ")
+		}) {
+			t.Errorf("text report has no curve line for %s:\n%s", name, out)
+		}
+	}
+	if _, errb, code := runMain(t, "probe", "--state-dir", state, "--depths", "16,4", l.Name); code != 2 || !strings.Contains(string(errb), "depths: 4 after 16: depths ascend, each once") {
+		t.Errorf("--depths 16,4: exit %d\n%s", code, errb)
+	}
 
 	// Refusals exit non-zero and say why.
 	if _, errb, code := runMain(t, "probe", "--state-dir", state, "--fresh", "--dev", t.TempDir(), l.Name); code == 0 || !strings.Contains(string(errb), "missing") {
@@ -129,6 +161,28 @@ func TestIntegrationProbeCommand(t *testing.T) {
 	}
 	if _, errb, code := runMain(t, "probe", "--state-dir", state, "--rounds", "100", l.Name); code == 0 || !strings.Contains(string(errb), "rounds") {
 		t.Errorf("--rounds 100: exit %d\n%s", code, errb)
+	}
+}
+
+// checkCurve: a candidate of --json or an export has a curve point at each
+// of 1, 4 and 16 with the documented fields, the disk's depth among them.
+func checkCurve(t *testing.T, where string, m map[string]any) {
+	t.Helper()
+	curve, _ := m["curve"].([]any)
+	if len(curve) != 3 {
+		t.Errorf("%s: %v's curve %v: want points at 1, 4, 16", where, m["scheduler"], m["curve"])
+		return
+	}
+	for i, p := range curve {
+		pt, _ := p.(map[string]any)
+		for _, k := range []string{"depth", "observed_depth", "iops", "p50_us", "p99_us"} {
+			if _, ok := pt[k]; !ok {
+				t.Errorf("%s: point %v lacks %q", where, pt, k)
+			}
+		}
+		if pt["depth"] != float64([]int{1, 4, 16}[i]) || pt["iops"].(float64) <= 0 || pt["observed_depth"].(float64) <= 0 {
+			t.Errorf("%s: point %d: %v", where, i, pt)
+		}
 	}
 }
 
