@@ -202,9 +202,11 @@ func bind(name, backing string, size int64) error {
 }
 
 func runProbe(iosched, name, state string, c config, runtime time.Duration) (map[string]figure, error) {
+	// --depths 1: a curve of depth 1 alone, so that the probe measures
+	// depth 1 and then the deep queue, as fio's run is compared with.
 	cmd := exec.Command(iosched, "probe", name, "--fresh", "--force", "--state-dir", state, "--json",
 		"--candidates", "none,mq-deadline", "--rounds", "1", "--duration", runtime.String(),
-		"--depth", strconv.Itoa(c.depth), "--engine", c.engine, "--block-size", "4KiB")
+		"--depth", strconv.Itoa(c.depth), "--depths", "1", "--engine", c.engine, "--block-size", "4KiB")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
