@@ -97,13 +97,22 @@ func (f *gatedFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off
 // Missing does.
 func AddGated(t testing.TB, n int, size int64) (*Loop, *Gate) {
 	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		Missing(t, "a stuck disk is a loop device over a FUSE file: "+err.Error())
-	}
 	g := newGate()
+	l := addOverFUSE(t, n, "a stuck disk", &gatedFile{size: size, gate: g})
+	t.Cleanup(func() { g.Set(false) }) // runs before the loop's removal
+	return l, g
+}
+
+// addOverFUSE mounts a FUSE file system served by the test with one file,
+// file, and binds loop device n to it, read-only. Cleanup removes the
+// loop, then unmounts. what says what the test needs the file for.
+func addOverFUSE(t testing.TB, n int, what string, file fs.InodeEmbedder) *Loop {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		Missing(t, what+" is a loop device over a FUSE file: "+err.Error())
+	}
 	dir := t.TempDir()
 	root := &fs.Inode{}
-	file := &gatedFile{size: size, gate: g}
 	server, err := fs.Mount(dir, root, &fs.Options{
 		MountOptions: fuse.MountOptions{DirectMountStrict: true, FsName: "iosched-test", Name: "iosched-test"},
 		OnAdd: func(ctx context.Context) {
@@ -120,6 +129,5 @@ func AddGated(t testing.TB, n int, size int64) (*Loop, *Gate) {
 	})
 	l := Add(t, n)
 	l.BindFile(t, filepath.Join(dir, "disk.img"))
-	t.Cleanup(func() { g.Set(false) }) // runs before the loop's removal
-	return l, g
+	return l
 }

@@ -1,6 +1,8 @@
 // Package looptest creates and removes real loop and zram devices for
 // integration tests, through /dev/loop-control and /sys/class/zram-control,
-// and loop devices that stop answering when a test says so (AddGated).
+// loop devices that stop answering when a test says so (AddGated), and
+// slow ones whose requests spend their time in the device (AddSlow), with
+// a Reader that keeps a known number of reads in flight on them.
 // Each test package uses its own range of loop numbers (see Ranges) so that
 // packages running at once never touch each other's devices, and nothing
 // outside those ranges is ever created, bound or removed.
@@ -27,10 +29,12 @@ import (
 //	apply 7200-7209, cli (apply)   7210-7219
 //	probe 7300-7349, cli (probe)   7350-7389
 //	probe manual runs, benchmarks  7390-7399
+//	observe 7400-7449, cli (advise) 7450-7489
 //	README walkthrough (loopctl)   7000-7099
 //	daemon tests                   20000-23999
 //	daemon against a real udevd    5900-5999
 //	apply benchmark                30000-30999
+//	observe, advise manual runs    31000-31499
 //	contrib/bench                  40000-41999 (BASE=44000: 44000-45999)
 //	contrib/kubernetes (pod test)  42000-42009
 //	contrib/udev (rule test)       42010-42019
