@@ -113,6 +113,7 @@ daemon that follows hot-plug uevents.`,
 		newStatusCmd(e),
 		newReloadCmd(e),
 		newProbeCmd(e),
+		newAdviseCmd(e),
 	)
 	return root
 }
