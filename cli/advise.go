@@ -41,8 +41,15 @@ else the policy's [daemon] probe_results), advise reads each candidate's
 curve at the busy depth and says which the curve favours there, by how
 much, and on what basis. A curve is indexed by the depth the disk itself
 counted while it was measured, the same count advise reads, so a reader
-that asks for depth 32 but keeps only 2 requests at the disk is judged at
-2. Without a result it prints the probe command that would measure one,
+that asks for depth 32 but keeps fewer requests at the disk (the reader,
+not the disk, being the bottleneck) is judged at what the disk saw. The
+favoured candidate is compared with the disk's scheduler when that is
+another candidate, else with the runner-up:
+
+  loop3: favours none by 50%: at depth 32 the probe measured none 1.50x
+  mq-deadline's IOPS (curve of 2026-12-01, remembered)
+
+Without a result it prints the probe command that would measure one,
 with its time bound; an idle disk (no I/O completed) gets no verdict.
 
 Read-only: nothing is written, no disk node is opened, no daemon is
@@ -55,7 +62,8 @@ needed. Without DEVICE, every disk in /sys/block.
 busy_depth the same while busy; favoured and gain (0.52 for 1.52x) are
 null without a basis, and basis then says why.
 
-Exit status: 0, or 1 when a disk could not be sampled.`,
+Exit status: 0; 1 when a disk could not be sampled (it is named, with
+why); 2 for a bad flag.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if interval <= 0 || interval > 24*time.Hour {
 				return &ExitError{Code: 2, Msg: fmt.Sprintf("advise: --interval %s: want more than 0 and at most 24h", interval)}
