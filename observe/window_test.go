@@ -102,6 +102,7 @@ func TestWindowForgets(t *testing.T) {
 
 // TestWindowSize: a window's memory is fixed, whatever it is fed.
 func TestWindowSize(t *testing.T) {
+	t.Logf("a Window is %d bytes", unsafe.Sizeof(Window{}))
 	if n := unsafe.Sizeof(Window{}); n > 2048 {
 		t.Errorf("a Window is %d bytes; 1000 disks' windows should stay within 2 MiB", n)
 	}
@@ -109,5 +110,20 @@ func TestWindowSize(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() { w.Add(point(time.Millisecond, 4, 1, 100)) })
 	if allocs != 0 {
 		t.Errorf("Add allocates %v times", allocs)
+	}
+}
+
+// BenchmarkWindow is one sample counted in a 10-minute window and the
+// window's operating point read, as a daemon does for each disk it adapts.
+func BenchmarkWindow(b *testing.B) {
+	w := NewWindow(10 * time.Minute)
+	at := t0
+	b.ReportAllocs()
+	for b.Loop() {
+		at = at.Add(5 * time.Second)
+		w.Add(Point{At: at, Elapsed: 5 * time.Second, ReadIOPS: 100, Busy: 0.5, QueueDepth: 4, BusyDepth: 8, LatencyUs: 100})
+		if w.Summary(at).BusyDepth == 0 {
+			b.Fatal("no depth")
+		}
 	}
 }
