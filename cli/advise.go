@@ -110,8 +110,12 @@ why); 2 for a bad flag.`,
 				}
 				r.judge(fs, src)
 			}
+			warned := map[string]bool{}
 			for _, err := range src.errs {
-				fmt.Fprintf(e.stderr, "iosched: warning: probe results: %s\n", printableLines(err.Error()))
+				if msg := err.Error(); !warned[msg] {
+					warned[msg] = true
+					fmt.Fprintf(e.stderr, "iosched: warning: probe results: %s\n", printableLines(msg))
+				}
 			}
 			if asJSON {
 				if err := writeJSON(e.stdout, adviseJSON{IntervalS: interval.Seconds(), Devices: rows}); err != nil {
@@ -351,21 +355,28 @@ func readSeeded(path string) ([]probe.Record, error) {
 func (s *resultSource) find(fs sysfs.FS, dev *sysfs.Device) (*probe.Record, string) {
 	s.load()
 	key := probe.KeyOf(fs, dev)
-	pick := func(recs []probe.Record) *probe.Record {
+	pick := func(recs []probe.Record, file string) *probe.Record {
 		var best *probe.Record
 		for i := range recs {
 			r := &recs[i]
-			if r.Key == key && r.Disturbed == "" && r.Check(s.now) == nil && (best == nil || r.At.After(best.At)) {
+			if r.Key != key || r.Disturbed != "" {
+				continue
+			}
+			if err := r.Check(s.now); err != nil {
+				s.errs = append(s.errs, fmt.Errorf("%s: result %d (device %s): not used: %w", file, i+1, r.Device, err))
+				continue
+			}
+			if best == nil || r.At.After(best.At) {
 				best = r
 			}
 		}
 		return best
 	}
-	if r := pick(s.own); r != nil {
+	if r := pick(s.own, probe.OpenStore(s.stateDir, nil).Path()); r != nil {
 		return r, "remembered"
 	}
 	for _, f := range s.seeded {
-		if r := pick(f.recs); r != nil {
+		if r := pick(f.recs, f.path); r != nil {
 			return r, "seeded from " + f.path
 		}
 	}

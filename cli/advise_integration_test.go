@@ -41,7 +41,9 @@ type adviceOut struct {
 	} `json:"devices"`
 }
 
-func advise(t *testing.T, args ...string) adviceOut {
+// advise runs advise --json on one disk and returns what it printed, and
+// its warnings.
+func advise(t *testing.T, args ...string) (adviceOut, string) {
 	t.Helper()
 	out, errb, code := runMain(t, append([]string{"advise", "--json"}, args...)...)
 	if code != 0 {
@@ -51,7 +53,7 @@ func advise(t *testing.T, args ...string) adviceOut {
 	if err := json.Unmarshal(out, &a); err != nil || len(a.Devices) != 1 {
 		t.Fatalf("advise %v: %v\n%s", args, err, out)
 	}
-	return a
+	return a, string(errb)
 }
 
 // TestIntegrationAdviseDepths drives known depths on a slow loop device
@@ -77,7 +79,12 @@ func TestIntegrationAdviseDepths(t *testing.T) {
 	dir := t.TempDir()
 	seed := filepath.Join(dir, "fleet.json")
 	seeded := crossingRecord(probe.KeyOf(fs, dev), time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	b, err := json.Marshal(map[string]any{"version": 1, "results": []probe.Record{seeded}})
+	// A record of the disk that does not hold together (a candidate
+	// measured at other depths than the record's) is not used, and said.
+	bad := seeded
+	bad.At = bad.At.Add(time.Hour)
+	bad.Depths = []int{1, 4}
+	b, err := json.Marshal(map[string]any{"version": 1, "results": []probe.Record{bad, seeded}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +116,7 @@ func TestIntegrationAdviseDepths(t *testing.T) {
 			return err == nil && s.InFlight >= uint64(tc.depth)
 		})
 		start, before := time.Now(), r.Reads()
-		a := advise(t, "--interval", "1s", "--policy", pol, "--state-dir", state, l.Name)
+		a, warnings := advise(t, "--interval", "1s", "--policy", pol, "--state-dir", state, l.Name)
 		driven := float64(r.Reads()-before) / time.Since(start).Seconds()
 		r.Stop(t)
 		d := a.Devices[0]
@@ -125,6 +132,9 @@ func TestIntegrationAdviseDepths(t *testing.T) {
 		if d.Favoured == nil || *d.Favoured != tc.favoured || !strings.Contains(d.Basis, tc.basis) || d.Scheduler != "none" {
 			t.Errorf("depth %d: favoured %v, basis %q\nwant %s, %q", tc.depth, d.Favoured, d.Basis, tc.favoured, tc.basis)
 		}
+		if want := seed + ": result 1 (device loop1): not used: none's curve"; !strings.Contains(warnings, want) || strings.Count(warnings, "\n") != 1 {
+			t.Errorf("depth %d: warnings %q, want one: %q", tc.depth, warnings, want)
+		}
 	}
 
 	// A remembered result (here: the same curves, measured later) comes
@@ -139,13 +149,14 @@ func TestIntegrationAdviseDepths(t *testing.T) {
 		s, err := stat.Read()
 		return err == nil && s.InFlight >= 32
 	})
-	d := advise(t, "--interval", "300ms", "--policy", pol, "--state-dir", state, l.Name).Devices[0]
+	a, _ := advise(t, "--interval", "300ms", "--policy", pol, "--state-dir", state, l.Name)
+	d := a.Devices[0]
 	r.Stop(t)
 	if d.Favoured == nil || *d.Favoured != "none" || !strings.HasSuffix(d.Basis, "(curve of 2026-12-01, remembered)") {
 		t.Errorf("with a remembered result: favoured %v, basis %q", d.Favoured, d.Basis)
 	}
-	d = advise(t, "--interval", "300ms", "--policy", pol, "--state-dir", state, l.Name).Devices[0]
-	if d.Favoured != nil || d.Gain != nil || d.Basis != "idle: no basis" || d.IOPS != 0 {
+	a, _ = advise(t, "--interval", "300ms", "--policy", pol, "--state-dir", state, l.Name)
+	if d = a.Devices[0]; d.Favoured != nil || d.Gain != nil || d.Basis != "idle: no basis" || d.IOPS != 0 {
 		t.Errorf("idle: %+v", d)
 	}
 }
@@ -193,7 +204,8 @@ func TestIntegrationAdviseReaderBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := advise(t, "--interval", "1s", "--state-dir", t.TempDir(), l.Name).Devices[0]
+	out, _ := advise(t, "--interval", "1s", "--state-dir", t.TempDir(), l.Name)
+	d := out.Devices[0]
 	b, err := stat.Read()
 	if err != nil {
 		t.Fatal(err)

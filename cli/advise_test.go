@@ -24,7 +24,7 @@ func crossingRecord(key probe.Key, at time.Time) probe.Record {
 	}
 	return probe.Record{
 		Key: key, Device: "loop1", At: at.UTC(),
-		Method: probe.Method{Engine: probe.EngineIOUring, Depth: 32, BlockSize: 4096, Candidates: []string{"none", "mq-deadline"}},
+		Method: probe.Method{Engine: probe.EngineIOUring, Depth: 32, BlockSize: 4096, Depths: []int{1, 2, 8, 32}, Candidates: []string{"none", "mq-deadline"}},
 		Figures: []probe.Candidate{
 			{Scheduler: "none", Curve: curve(1000, 1000, 1500, 1500), Figures: probe.Figures{IOPS: 1500, QD1IOPS: 1000}},
 			{Scheduler: "mq-deadline", Curve: curve(1150, 1150, 1000, 1000), Figures: probe.Figures{IOPS: 1000, QD1IOPS: 1150}},
