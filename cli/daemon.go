@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/internal/gomaxprocs"
 	"github.com/iosched/iosched/journallog"
 	"github.com/iosched/iosched/policy"
 )
@@ -135,7 +136,7 @@ when the disk answers, whatever signal it gets.`,
 			if err != nil {
 				return &ExitError{Code: 2, Msg: err.Error()}
 			}
-			daemon.SetProcs()
+			gomaxprocs.SetForDaemon()
 			err = d.Run(cmd.Context())
 			if errors.Is(err, daemon.ErrUdevUnreachable) {
 				return &ExitError{Code: 2, Msg: err.Error()}

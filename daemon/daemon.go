@@ -19,6 +19,7 @@ import (
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/gomaxprocs"
 	"github.com/iosched/iosched/internal/inflight"
+	"github.com/iosched/iosched/internal/osthreads"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/pipeline"
@@ -263,7 +264,7 @@ func New(cfg Config) (*Daemon, error) {
 	d.probes.init(policy.DefaultProbeConcurrency)
 	d.queue = newQueue(cfg.Parallel, d.pass)
 	d.queue.idle = func(peak int) {
-		if peak > keepThreads() {
+		if peak > osthreads.Keep() {
 			select {
 			case d.burstOver <- struct{}{}:
 			default:
@@ -392,8 +393,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			// threads, and the memory given back would be faulted in
 			// again; its end asks again. A few passes running (one
 			// hung in the kernel, say) do not hold the release back.
-			if d.queue.running() <= keepThreads() {
-				d.tasks.do("thread release", func(context.Context) { releaseThreads() })
+			if d.queue.running() <= osthreads.Keep() {
+				d.tasks.do("thread release", func(context.Context) { osthreads.Release() })
 			}
 		case <-d.policyChanged:
 			l.reload()

@@ -5,6 +5,7 @@
 package gomaxprocs
 
 import (
+	"os"
 	"runtime"
 	"sync"
 )
@@ -44,4 +45,21 @@ func (r *Raiser) Raise(want int) (release func()) {
 			}
 		})
 	}
+}
+
+// SetForDaemon lets the Go scheduler run twice as many goroutines at once as
+// there are CPUs (unless GOMAXPROCS is set in the environment), for the
+// daemon's process. Its work is system calls into sysfs, and a scheduler
+// switch blocks its thread in the kernel; a goroutine blocked so keeps its P
+// until sysmon takes it back (20 us to 10 ms later), so with one P per CPU
+// the next disk's pass waits for sysmon, not for a CPU. With more Ps than
+// CPUs the kernel's scheduler decides instead; many more is slower (idle Ps
+// spin). Setting it stops Go from following later changes of the cgroup's
+// CPU limit: the daemon keeps twice the limit it started with.
+func SetForDaemon() {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	runtime.SetDefaultGOMAXPROCS()
+	runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
 }

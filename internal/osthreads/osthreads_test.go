@@ -1,4 +1,4 @@
-package daemon
+package osthreads
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 	"github.com/iosched/iosched/internal/eventually"
 )
 
-// After a burst of blocking system calls, releaseThreads ends the threads
+// After a burst of blocking system calls, Release ends the threads
 // the runtime made for it.
 func TestReleaseThreads(t *testing.T) {
 	var wg sync.WaitGroup
@@ -22,15 +22,15 @@ func TestReleaseThreads(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	time.Sleep(releaseDelay) // as the daemon waits after a burst
-	before := threadCount()
+	time.Sleep(100 * time.Millisecond) // as the daemon waits after a burst
+	before := Count()
 	if before < 32 {
 		t.Skipf("the runtime made only %d threads for 64 blocked calls", before)
 	}
-	releaseThreads()
-	want := keepThreads() + 4
-	eventually.Within(time.Second, func() bool { return threadCount() <= want }) // exiting threads take a moment to go
-	if after := threadCount(); after > want {
+	Release()
+	want := Keep() + 4
+	eventually.Within(time.Second, func() bool { return Count() <= want }) // exiting threads take a moment to go
+	if after := Count(); after > want {
 		t.Errorf("%d threads after the burst, %d after releasing, want at most %d", before, after, want)
 	}
 }
