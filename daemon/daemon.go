@@ -24,6 +24,7 @@ import (
 	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/restore"
 	"github.com/iosched/iosched/sysfs"
 	"github.com/iosched/iosched/uevent"
 )
@@ -128,7 +129,7 @@ type Daemon struct {
 	policy  atomic.Pointer[policy.Policy]
 	writes  atomic.Int64
 	passes  atomic.Int64 // passes run: what tests count instead of sleeping
-	orig    *restoreRecord
+	orig    *restore.Originals
 	locks   *disklock.Locks
 	started time.Time
 	exe     string // this process's executable, for the state file
@@ -323,7 +324,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// against what the daemon left, which a probe's candidate still on a
 	// disk would hide.
 	d.recoverProbes()
-	if d.orig, err = loadOriginals(d.cfg.StateDir, d.fs, d.log); err != nil {
+	if d.orig, err = restore.Load(d.cfg.StateDir, d.fs, d.log); err != nil {
 		if pol.Daemon.RestoreOnExit {
 			return err
 		}
@@ -440,7 +441,7 @@ const passGrace = time.Second
 // StopBound is the longest Run takes from SIGTERM to its return with
 // stopTimeout as Config.StopTimeout: the probes and passes in flight share
 // stopTimeout, abandoned passes get passGrace more, the restore of
-// original values (restore_on_exit) stopTimeout and restoreGrace, the
+// original values (restore_on_exit) stopTimeout and restore.Grace, the
 // tasks taskGrace. The systemd unit's TimeoutStopSec must be above it
 // (packaging/unit_test.go checks), or systemd kills the daemon in the
 // middle of its restore.
@@ -452,7 +453,7 @@ const passGrace = time.Second
 // gives up on such a write in time and logs the disk as not restored; the
 // process then ends when the disk answers.
 func StopBound(stopTimeout time.Duration) time.Duration {
-	return stopTimeout + passGrace + stopTimeout + restoreGrace + taskGrace
+	return stopTimeout + passGrace + stopTimeout + restore.Grace + taskGrace
 }
 
 // taskGrace bounds how long Run waits, once stopped, for its tasks: they
@@ -635,7 +636,13 @@ func (d *Daemon) stop() error {
 	d.follow.stopGraces() // no pass is asked for after Run
 	var err error
 	if d.policy.Load().Daemon.RestoreOnExit && d.orig != nil {
-		if failed := d.restore(writing); failed > 0 {
+		applier := d.applier
+		if d.cfg.restoreTarget != nil {
+			applier.FS = d.cfg.restoreTarget(applier.FS)
+		}
+		failed := d.orig.Restore(restore.Stop{Writing: writing, ProbeRuns: d.probes.holds, Locks: d.locks,
+			Applier: applier, Timeout: d.cfg.StopTimeout, InFlight: d.inFlight, Log: d.log})
+		if failed > 0 {
 			// restore_on_exit promised the original values: a stop
 			// that could not keep the promise is a failed stop, for
 			// systemd (the unit shows failed) and for whoever stopped it.

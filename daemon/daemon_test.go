@@ -21,6 +21,7 @@ import (
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/originals"
+	"github.com/iosched/iosched/restore"
 
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
@@ -606,7 +607,7 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	default:
 		t.Fatal("the restore never wrote loop20000")
 	}
-	if took > 300*time.Millisecond+restoreGrace+time.Second {
+	if took > 300*time.Millisecond+restore.Grace+time.Second {
 		t.Errorf("stop took %s with a restore write that does not return", took)
 	}
 	if s := r.attr(t, "loop20001", "scheduler"); s != "none" {

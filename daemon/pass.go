@@ -97,8 +97,8 @@ func (d *Daemon) pass(name string, j job) {
 	if rec.refused != nil && !j.afterUdev {
 		p.Changes = d.holdRefused(rec, p.Changes)
 	}
-	if pol.Daemon.RestoreOnExit && d.orig.suspects() {
-		d.notePersistence(d.orig.markUnknown(dev, ev, p, d.log))
+	if pol.Daemon.RestoreOnExit && d.orig.Suspects() {
+		d.notePersistence(d.orig.MarkUnknown(dev, ev, p, d.log))
 	}
 	res := apply.Result{Device: name}
 	if !p.Empty() && !d.leaveToUdevd(dev, p, j) {
@@ -117,7 +117,7 @@ func (d *Daemon) pass(name string, j job) {
 			// Under the disk's lock: no probe's candidate is taken
 			// for the disk's original.
 			remember = func() {
-				err := d.orig.remember(dev, p.Changes)
+				err := d.orig.Remember(dev, p.Changes)
 				if err != nil {
 					d.log.Error("remembering original values; restore_on_exit may not restore them", "device", name, "error", err)
 				}
@@ -403,7 +403,7 @@ func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
 	d.probes.cancel(name)
 	d.metrics.ForgetProbe(name)
 	if d.orig != nil {
-		d.orig.forget(name)
+		d.orig.Forget(name)
 	}
 	d.log.Debug("another disk under the same name", "device", name)
 }
@@ -417,7 +417,7 @@ func (d *Daemon) forget(name string) {
 	d.probes.cancel(name)
 	d.metrics.ForgetProbe(name)
 	if d.orig != nil {
-		d.orig.forget(name)
+		d.orig.Forget(name)
 	}
 	if known {
 		d.log.Debug("disk removed", "device", name)

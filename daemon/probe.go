@@ -230,12 +230,6 @@ func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
 		Procs: d.procs.Raise, InFlight: d.inFlight}
 }
 
-// probeHolds reports whether a probe (the daemon's, or another process's
-// holding the disk's lock) is switching the disk's scheduler.
-func (d *Daemon) probeHolds(name string) bool {
-	return d.probes.holds(name) || d.locks.Held(name)
-}
-
 // probeDecision is the disk's probe decision, for its scheduler setting. A
 // disk a probing rule matches that has no decision yet is looked up in the
 // remembered and seeded results (once), and without one its probe is

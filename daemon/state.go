@@ -251,7 +251,7 @@ func (d *Daemon) count() int {
 
 // snapshot assembles the state file's contents.
 func (d *Daemon) snapshot() *statefile.State {
-	unknown := d.orig.unknownDisks()
+	unknown := d.orig.UnknownDisks()
 	aside, _ := originals.Aside(d.cfg.StateDir) // a glob: none when it fails
 	inFlight := d.inFlight.All()
 	d.mu.Lock()

@@ -1,4 +1,7 @@
-package daemon
+// Package restore keeps what restore_on_exit promises: the value each
+// attribute of a disk had before the daemon first changed it, on disk
+// before the change (an originals.File), and putting them back at stop.
+package restore
 
 import (
 	"context"
@@ -20,13 +23,14 @@ import (
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/atomicfile"
+	"github.com/iosched/iosched/internal/inflight"
 	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
 )
 
-// restoreRecord remembers, per disk, the value each attribute had before the
+// Originals remembers, per disk, the value each attribute had before the
 // daemon first changed it, in StateDir/originals.json (an originals.File),
 // so restore_on_exit can put them back even after a crash and restart. The
 // file is written before the change it protects, and the generation it
@@ -44,7 +48,7 @@ import (
 // show may be the policy's own, set by the daemon that wrote the lost
 // record. Their first pass marks the attributes already at the policy's
 // value unknown, which restore_on_exit reports instead of "restoring".
-type restoreRecord struct {
+type Originals struct {
 	path, prev string
 	fs         sysfs.FS
 	bootID     string
@@ -62,12 +66,12 @@ type restoreRecord struct {
 	nsus    atomic.Int32      // len(suspect), read without the lock
 }
 
-// loadOriginals reads the originals file in dir. It returns an error, with
+// Load reads the originals file in dir. It returns an error, with
 // originals that remember nothing and never write, when the file cannot be
 // read nor moved aside.
-func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*restoreRecord, error) {
+func Load(dir string, fs sysfs.FS, log *slog.Logger) (*Originals, error) {
 	path := filepath.Join(dir, "originals.json")
-	o := &restoreRecord{path: path, prev: path + ".prev", fs: fs, bootID: originals.BootID(), disks: map[string]*originals.Record{}}
+	o := &Originals{path: path, prev: path + ".prev", fs: fs, bootID: originals.BootID(), disks: map[string]*originals.Record{}}
 	o.cond = sync.NewCond(&o.mu)
 	f, err := originals.Read(o.path)
 	switch {
@@ -105,7 +109,7 @@ func loadOriginals(dir string, fs sysfs.FS, log *slog.Logger) (*restoreRecord, e
 // still show what the daemon left: a disk set otherwise since (the daemon
 // was killed, then an admin changed it) has the admin's values now, which
 // are its originals for this daemon.
-func (o *restoreRecord) adopt(f *originals.File, log *slog.Logger) {
+func (o *Originals) adopt(f *originals.File, log *slog.Logger) {
 	if f.BootID != o.bootID {
 		return // another boot's disks
 	}
@@ -121,13 +125,13 @@ func (o *restoreRecord) adopt(f *originals.File, log *slog.Logger) {
 	}
 }
 
-// remember records, for each change not yet remembered, the value dev shows
+// Remember records, for each change not yet remembered, the value dev shows
 // before it (a setting a scheduler switch resets included: putting the
 // scheduler back would give it the kernel's default, not what it was), and
 // returns once they are on disk. Concurrent callers share one write (the
 // file is rewritten whole, and 1000 disks appearing at once must not mean
 // 1000 rewrites one after another).
-func (o *restoreRecord) remember(dev *sysfs.Device, changes []plan.Change) error {
+func (o *Originals) Remember(dev *sysfs.Device, changes []plan.Change) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	do := o.entry(dev.Name)
@@ -153,7 +157,7 @@ func (o *restoreRecord) remember(dev *sysfs.Device, changes []plan.Change) error
 
 // entry is the record of the disk now under name, a new one when it has
 // none or the one it has is another disk's. Called with o.mu held.
-func (o *restoreRecord) entry(name string) *originals.Record {
+func (o *Originals) entry(name string) *originals.Record {
 	do := o.disks[name]
 	seq := ""
 	if do == nil || do.DiskSeq != "" {
@@ -169,7 +173,7 @@ func (o *restoreRecord) entry(name string) *originals.Record {
 
 // saveLocked returns once the file holds every change made so far, sharing
 // one write among concurrent callers. Called with o.mu held.
-func (o *restoreRecord) saveLocked() error {
+func (o *Originals) saveLocked() error {
 	want := o.gen
 	for o.saved < want {
 		if o.saving {
@@ -196,16 +200,16 @@ func (o *restoreRecord) saveLocked() error {
 	return nil
 }
 
-// save writes the file once every change made so far is in it.
-func (o *restoreRecord) save() error {
+// Save writes the file once every change made so far is in it.
+func (o *Originals) Save() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.saveLocked()
 }
 
-// forget drops a disk that went away: its successor under the same name
+// Forget drops a disk that went away: its successor under the same name
 // starts with its own defaults.
-func (o *restoreRecord) forget(name string) {
+func (o *Originals) Forget(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.disks[name]; ok {
@@ -214,9 +218,9 @@ func (o *restoreRecord) forget(name string) {
 	}
 }
 
-// restored forgets the values of a disk put back; the attributes whose
+// Restored forgets the values of a disk put back; the attributes whose
 // value is unknown stay recorded, so the next daemon still reports them.
-func (o *restoreRecord) restored(name string) {
+func (o *Originals) Restored(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	do, ok := o.disks[name]
@@ -233,7 +237,7 @@ func (o *restoreRecord) restored(name string) {
 
 // write replaces the file with b, keeping the generation it replaces, or
 // removes both when nothing is remembered.
-func (o *restoreRecord) write(b []byte, empty bool) error {
+func (o *Originals) write(b []byte, empty bool) error {
 	if o.frozen != nil {
 		return o.frozen
 	}
@@ -257,13 +261,13 @@ func (o *restoreRecord) write(b []byte, empty bool) error {
 	return atomicfile.Write(o.path, b)
 }
 
-// suspects reports whether some disks may still have unknown originals.
-func (o *restoreRecord) suspects() bool { return o != nil && o.nsus.Load() > 0 }
+// Suspects reports whether some disks may still have unknown originals.
+func (o *Originals) Suspects() bool { return o != nil && o.nsus.Load() > 0 }
 
-// markUnknown settles a suspect disk on its first pass: the attributes the
+// MarkUnknown settles a suspect disk on its first pass: the attributes the
 // policy sets that are already at its value (p changes nothing on them)
 // have an unknown original. The record is saved at once.
-func (o *restoreRecord) markUnknown(dev *sysfs.Device, ev policy.Evaluation, p plan.Device, log *slog.Logger) error {
+func (o *Originals) MarkUnknown(dev *sysfs.Device, ev policy.Evaluation, p plan.Device, log *slog.Logger) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	seq, ok := o.suspect[dev.Name]
@@ -304,8 +308,8 @@ func (o *restoreRecord) markUnknown(dev *sysfs.Device, ev policy.Evaluation, p p
 	return o.saveLocked()
 }
 
-// unknown lists, by disk, the attributes whose original value is unknown.
-func (o *restoreRecord) unknown() map[string][]string {
+// Unknown lists, by disk, the attributes whose original value is unknown.
+func (o *Originals) Unknown() map[string][]string {
 	if o == nil {
 		return nil
 	}
@@ -323,20 +327,20 @@ func (o *restoreRecord) unknown() map[string][]string {
 	return out
 }
 
-// unknownDisks lists the disks with an unknown original value, sorted.
-func (o *restoreRecord) unknownDisks() []string {
+// UnknownDisks lists the disks with an unknown original value, sorted.
+func (o *Originals) UnknownDisks() []string {
 	var names []string
-	for name := range o.unknown() {
+	for name := range o.Unknown() {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	return names
 }
 
-// plans are the changes that put every remembered value back, in write
+// Plans are the changes that put every remembered value back, in write
 // order. A disk that no longer shows what the daemon left is dropped (and
 // logged): its values are someone else's now.
-func (o *restoreRecord) plans(log *slog.Logger) []plan.Device {
+func (o *Originals) Plans(log *slog.Logger) []plan.Device {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []plan.Device
@@ -361,21 +365,33 @@ func (o *restoreRecord) plans(log *slog.Logger) []plan.Device {
 	return out
 }
 
-// restoreGrace is how long past StopTimeout the restore at stop waits for
+// Grace is how long past the stop timeout the restore at stop waits for
 // writes already in the kernel.
-const restoreGrace = time.Second
+const Grace = time.Second
 
-// restore puts back the original values of every disk but those in
-// writing (their pass is still running) and those a probe holds (the
+// Stop is what the restore at stop is given by the daemon.
+type Stop struct {
+	Writing   []string               // the disks whose pass is still writing
+	ProbeRuns func(name string) bool // whether a probe of the daemon's runs on the disk
+	Locks     *disklock.Locks
+	Applier   apply.Applier
+	Timeout   time.Duration // the daemon's StopTimeout
+	InFlight  *inflight.Writes
+	Log       *slog.Logger
+}
+
+// Restore puts back the original values of every disk but those in
+// s.Writing (their pass is still running) and those a probe holds (the
 // daemon's own, or a CLI probe's lock: it switches the scheduler, and two
 // switches at once on one queue must never happen), then forgets those it
 // restored. The others stay in the originals file for the next daemon to
-// restore: so does a disk whose write has not returned within StopTimeout
-// and restoreGrace. A disk with unknown values counts as failed: what is
+// restore: so does a disk whose write has not returned within the stop timeout
+// and Grace. A disk with unknown values counts as failed: what is
 // known of it is put back, the rest cannot be. It returns how many failed.
-func (d *Daemon) restore(writing []string) (failed int) {
-	plans := d.orig.plans(d.log)
-	unknown := d.orig.unknown()
+func (o *Originals) Restore(s Stop) (failed int) {
+	writing := s.Writing
+	plans := o.Plans(s.Log)
+	unknown := o.Unknown()
 	all := len(plans)
 	releases := map[string]func(){} // the disks' locks, held until the writes are done
 	defer func() {
@@ -385,41 +401,37 @@ func (d *Daemon) restore(writing []string) (failed int) {
 	}()
 	plans = slices.DeleteFunc(plans, func(p plan.Device) bool {
 		if slices.Contains(writing, p.Name) {
-			d.log.Warn("not restored: its pass is still writing; its original values stay remembered", "device", p.Name)
+			s.Log.Warn("not restored: its pass is still writing; its original values stay remembered", "device", p.Name)
 			return true
 		}
-		if d.probes.holds(p.Name) {
-			d.log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
+		if s.ProbeRuns(p.Name) {
+			s.Log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
 			return true
 		}
-		release, err := d.locks.LockToWrite(p.Name)
+		release, err := s.Locks.LockToWrite(p.Name)
 		switch {
 		case disklock.IsBusy(err):
-			d.log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
+			s.Log.Warn("not restored: a probe holds it; its original values stay remembered", "device", p.Name)
 			return true
 		case err != nil:
-			d.log.Warn("not restored: its lock cannot be taken; its original values stay remembered", "device", p.Name, "error", err)
+			s.Log.Warn("not restored: its lock cannot be taken; its original values stay remembered", "device", p.Name, "error", err)
 			return true
 		}
 		releases[p.Name] = release
 		return false
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
 	defer cancel()
 	// Writes not started when ctx ends fail at once; one already in the
 	// kernel, on a queue frozen behind a disk that does not answer, returns
-	// when the disk does, or never: it is waited for restoreGrace more.
-	applier := d.applier
-	if d.cfg.restoreTarget != nil {
-		applier.FS = d.cfg.restoreTarget(applier.FS)
-	}
-	each := applier.Each(ctx, plans)
+	// when the disk does, or never: it is waited for Grace more.
+	each := s.Applier.Each(ctx, plans)
 	waiting := make(map[string]bool, len(plans))
 	for _, p := range plans {
 		waiting[p.Name] = true
 	}
 	var results []apply.Result
-	giveUp := time.After(d.cfg.StopTimeout + restoreGrace)
+	giveUp := time.After(s.Timeout + Grace)
 collect:
 	for len(waiting) > 0 {
 		select {
@@ -439,7 +451,7 @@ collect:
 		// lock is let go when its write returns, not before.
 		pending := map[string]func(){}
 		for name := range waiting {
-			release, returned := releases[name], d.inFlight.Add(name, "restore")
+			release, returned := releases[name], s.InFlight.Add(name, "restore")
 			pending[name] = func() { release(); returned() }
 			delete(releases, name)
 		}
@@ -452,8 +464,8 @@ collect:
 		}()
 	}
 	for _, name := range slices.Sorted(maps.Keys(waiting)) {
-		d.log.Error("not restored: its write has not returned (its queue is frozen behind I/O the disk does not answer); its original values stay remembered, and its lock held while the write waits",
-			"device", name, "waited", d.cfg.StopTimeout+restoreGrace)
+		s.Log.Error("not restored: its write has not returned (its queue is frozen behind I/O the disk does not answer); its original values stay remembered, and its lock held while the write waits",
+			"device", name, "waited", s.Timeout+Grace)
 		failed++
 	}
 	for _, r := range results {
@@ -461,33 +473,39 @@ collect:
 			attrs := []any{"device", r.Device, "attribute", o.Attribute, "from", o.Before, "to", o.To}
 			switch o.Status {
 			case apply.Written:
-				d.log.Info("restored", attrs...)
+				s.Log.Info("restored", attrs...)
 			case apply.Mismatch:
-				d.log.Warn("restore: the kernel kept another value", append(attrs, "got", o.Got)...)
+				s.Log.Warn("restore: the kernel kept another value", append(attrs, "got", o.Got)...)
 			case apply.Failed:
-				d.log.Error("restore failed", append(attrs, "error", o.Err)...)
+				s.Log.Error("restore failed", append(attrs, "error", o.Err)...)
 			}
 		}
 		switch {
 		case r.Failed():
 			failed++
 		case unknown[r.Device] != nil:
-			d.orig.restored(r.Device)
+			o.Restored(r.Device)
 			failed++
 		default:
-			d.orig.restored(r.Device)
+			o.Restored(r.Device)
 			restored++
 		}
 	}
 	for name, attrs := range unknown {
-		if !slices.ContainsFunc(plans, func(p plan.Device) bool { return p.Name == name }) && !slices.Contains(writing, name) && !d.probeHolds(name) {
+		if !slices.ContainsFunc(plans, func(p plan.Device) bool { return p.Name == name }) && !slices.Contains(writing, name) && !(s.ProbeRuns(name) || s.Locks.Held(name)) {
 			failed++ // no plan: nothing known to put back
 		}
-		d.log.Error("not restored: the original values are unknown (their record was unreadable)", "device", name, "attributes", strings.Join(attrs, ","))
+		s.Log.Error("not restored: the original values are unknown (their record was unreadable)", "device", name, "attributes", strings.Join(attrs, ","))
 	}
-	if err := d.orig.save(); err != nil {
-		d.log.Error("writing the original values file", "error", err)
+	if err := o.Save(); err != nil {
+		s.Log.Error("writing the original values file", "error", err)
 	}
-	d.log.Info("original values restored", "disks", restored, "failed", failed, "skipped", all-len(plans))
+	s.Log.Info("original values restored", "disks", restored, "failed", failed, "skipped", all-len(plans))
 	return failed
+}
+
+// current is the value dev has for attr, "" when unknown.
+func current(dev *sysfs.Device, attr string) string {
+	v, _ := dev.Value(sysfs.Attr(attr))
+	return v
 }
