@@ -7,21 +7,21 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/iosched/iosched/conflicts"
 	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/sysfs"
-	"github.com/iosched/iosched/writers"
 )
 
 // loadWriters reads the udev rules and tuned profile under --root. A
 // --sysfs tree other than /sys is another machine's (a copy, a fixture):
 // this machine's rules say nothing about it, so they are read only when
 // --root is given too. nil: nothing to read.
-func (e *env) loadWriters() (*writers.Set, []string) {
+func (e *env) loadWriters() (*conflicts.Set, []string) {
 	if filepath.Clean(e.sysfsRoot) != sysfs.DefaultRoot && (e.flags == nil || !e.flags.Changed("root")) {
 		return nil, nil
 	}
-	set, err := writers.Load(e.root)
+	set, err := conflicts.Load(e.root)
 	if err != nil {
 		return nil, []string{fmt.Sprintf("could not read the udev rules and tuned profile under %s: %v", e.root, err)}
 	}
@@ -79,11 +79,11 @@ func (e *env) writerConflicts(as []pipeline.Assessment) []string {
 // when a's snapshot (read for what the policy needs) does not hold it; a
 // missing file means absent only on the kernel's own tree (a copied one
 // may just lack it).
-func writerWarnings(set *writers.Set, fs sysfs.FS, a pipeline.Assessment) []string {
+func writerWarnings(set *conflicts.Set, fs sysfs.FS, a pipeline.Assessment) []string {
 	if len(a.Eval.Settings) == 0 {
 		return nil
 	}
-	known := writers.Known{Attr: func(rel string) (string, bool, error) {
+	known := conflicts.Known{Attr: func(rel string) (string, bool, error) {
 		v, err := fs.ReadDiskAttr(a.Device.Name, rel)
 		switch {
 		case err == nil:
@@ -107,7 +107,7 @@ func writerWarnings(set *writers.Set, fs sysfs.FS, a pipeline.Assessment) []stri
 				continue
 			}
 			who := "tuned"
-			if w.Kind == writers.UdevRule {
+			if w.Kind == conflicts.UdevRule {
 				who = "udevd runs it after iosched and"
 			}
 			undoes := "undoes"

@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/conflicts"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/sysfs"
 	"github.com/iosched/iosched/uevent"
-	"github.com/iosched/iosched/writers"
 )
 
 // udevFollow is the daemon's view of udevd in kernel mode: the events udevd
@@ -39,7 +39,7 @@ type udevFollow struct {
 	control atomic.Pointer[controlCheck]
 
 	mu     sync.Mutex
-	rules  *writers.Set
+	rules  *conflicts.Set
 	loaded time.Time
 
 	// graces are the udevdGrace timers pending, stopped (and those
@@ -158,7 +158,7 @@ func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	}
 	var found []string
 	for _, w := range rules.For(dev) {
-		if w.Kind != writers.UdevRule {
+		if w.Kind != conflicts.UdevRule {
 			continue
 		}
 		for _, c := range p.Changes {
@@ -213,12 +213,12 @@ func (d *Daemon) noUdevd() error {
 
 // udevRules returns the udev rules, read when they were not in the last
 // minute.
-func (d *Daemon) udevRules() *writers.Set {
+func (d *Daemon) udevRules() *conflicts.Set {
 	f := &d.follow
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.rules == nil || time.Since(f.loaded) > rulesMaxAge {
-		set, err := writers.Load(f.root)
+		set, err := conflicts.Load(f.root)
 		if err != nil {
 			d.log.Debug("reading udev rules", "error", err)
 		}
@@ -233,7 +233,7 @@ func (d *Daemon) udevRules() *writers.Set {
 func (d *Daemon) udevRulesWriting(dev *sysfs.Device, attr, value string) string {
 	var found []string
 	for _, w := range d.udevRules().For(dev) {
-		if w.Kind == writers.UdevRule && w.Attribute == attr && w.Value == value {
+		if w.Kind == conflicts.UdevRule && w.Attribute == attr && w.Value == value {
 			found = append(found, w.Where())
 		}
 	}

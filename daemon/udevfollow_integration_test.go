@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/conflicts"
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/sysfs"
-	"github.com/iosched/iosched/writers"
 )
 
 // This test's loop numbers (internal/looptest): 5900-5999, in blocks of 25:
@@ -278,7 +278,7 @@ func startPrivateUdevd(t *testing.T, rules string) *privateUdevd {
 	writeFile(t, filepath.Join(dir, "99-iosched-test.rules"), rules+"\n")
 	// Every rules directory udevd reads is this one (or, /run, empty).
 	mounts := "mount -t tmpfs -o mode=0755 tmpfs /run"
-	for _, d := range writers.UdevRuleDirs() {
+	for _, d := range conflicts.UdevRuleDirs() {
 		if st, err := os.Stat(d); err == nil && st.IsDir() && !strings.HasPrefix(d, "/run/") {
 			mounts += fmt.Sprintf(" && mount --bind %q %q", dir, d)
 		}

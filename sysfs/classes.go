@@ -33,7 +33,7 @@ const (
 // manual: TestCloudCoversEveryClass and mangen's test fail until both are
 // there). Classification, the evidence that a disk is bio-based, the
 // policy's class key and its manual entry, and whether tuned's disk
-// plug-in takes the disk (package writers) all follow from the entry.
+// plug-in takes the disk (package conflicts) all follow from the entry.
 type ClassSpec struct {
 	Class Class
 	// Drivers are the drivers which, bound to the disk's device
