@@ -20,12 +20,15 @@ import (
 	"github.com/iosched/iosched/internal/gomaxprocs"
 	"github.com/iosched/iosched/internal/inflight"
 	"github.com/iosched/iosched/internal/osthreads"
+	"github.com/iosched/iosched/internal/runtimedir"
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/internal/taskgroup"
 	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/restore"
 	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/udevfollow"
 	"github.com/iosched/iosched/uevent"
 )
 
@@ -144,7 +147,7 @@ type Daemon struct {
 	// tasks are the goroutines Run starts besides passes and probes (the
 	// uevent monitors, the policy follower, the metrics writer, scans,
 	// policy loads, the thread release): Run returns once they have.
-	tasks *tasks
+	tasks *taskgroup.Group
 	// persistFailed is set while the last save of the original values
 	// failed, so a pass that saves them clears the error only then.
 	persistFailed atomic.Bool
@@ -153,8 +156,8 @@ type Daemon struct {
 	disks  map[string]*disk
 	report report
 
-	follow udevFollow // udevd's processed events, in kernel mode
-	probes probes     // [rule.probe]: probe.go
+	follow *udevfollow.Follower // udevd's processed events, in kernel mode
+	probes probes               // [rule.probe]: probe.go
 	// procs raises GOMAXPROCS while probes whose engine asks for more
 	// goroutines run (probe.Runner.Procs): the process's, so the daemon's.
 	procs gomaxprocs.Raiser
@@ -254,6 +257,7 @@ func New(cfg Config) (*Daemon, error) {
 		locks:   disklock.New(cfg.LockFile),
 	}
 	d.inFlight = inflight.New(d.markChanged)
+	d.follow = udevfollow.New(cfg.RulesRoot, cfg.UdevControl, d.log)
 	// A stop is asked between rules, not only between disks: a policy of
 	// thousands of rules takes a while on each disk in flight. What an
 	// evaluation cut short returns is never used: the pass sees the stop.
@@ -292,7 +296,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	signals, stopSignals := d.signals()
 	defer stopSignals()
 	defer d.locks.Close() // once the last disk's lock is let go
-	unlock, err := lockRuntimeDir(d.cfg.RuntimeDir)
+	unlock, err := runtimedir.Lock(d.cfg.RuntimeDir)
 	if err != nil {
 		return err
 	}
@@ -302,7 +306,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// metrics file's last write counts the stop's restores.
 	d.passCtx, d.stopPasses = context.WithCancel(context.WithoutCancel(ctx))
 	defer d.stopPasses()
-	d.tasks = newTasks(context.WithoutCancel(ctx))
+	d.tasks = taskgroup.New(context.WithoutCancel(ctx))
 	defer d.stopTasks()
 	d.started = time.Now()
 	d.exe = statefile.Exe(os.Getpid())
@@ -342,7 +346,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.tasks.start(mon)
+	d.tasks.Start(mon)
 	d.followUdev()
 	// A state file that cannot be written would make status and reload
 	// say no daemon runs: refuse to start instead.
@@ -352,7 +356,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	l := d.newEventLoop()
 	defer l.stop()
-	l.tasksStarting = d.tasks.ready()
+	l.tasksStarting = d.tasks.Ready()
 	l.scan(full, "start")
 	for {
 		select {
@@ -366,7 +370,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			default:
 				d.queue.kick(ev.Name, full, &ev, nil)
 			}
-		case ev := <-d.follow.events():
+		case ev := <-d.follow.Events():
 			d.countFollowed(ev)
 			d.recheck(l, ev)
 		case <-l.tasksStarting:
@@ -395,7 +399,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			// again; its end asks again. A few passes running (one
 			// hung in the kernel, say) do not hold the release back.
 			if d.queue.running() <= osthreads.Keep() {
-				d.tasks.do("thread release", func(context.Context) { osthreads.Release() })
+				d.tasks.Do("thread release", func(context.Context) { osthreads.Release() })
 			}
 		case <-d.policyChanged:
 			l.reload()
@@ -409,7 +413,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.log.Info("stopping", "signal", sig.String())
 				return d.stop()
 			}
-		case err := <-d.tasks.failed:
+		case err := <-d.tasks.Failed():
 			d.log.Error("a task failed; stopping", "error", err)
 			d.stop()
 			return err
@@ -465,7 +469,7 @@ const taskGrace = time.Second
 // stopTasks ends the tasks and waits for them, at most taskGrace, naming
 // those left running.
 func (d *Daemon) stopTasks() {
-	if left := d.tasks.stop(taskGrace); len(left) > 0 {
+	if left := d.tasks.Stop(taskGrace); len(left) > 0 {
 		d.log.Warn("tasks still running at exit", "tasks", left, "waited", taskGrace)
 	}
 }
@@ -483,7 +487,7 @@ func (d *Daemon) load(seq int, out chan<- loadResult) {
 	if out == nil {
 		out = d.loaded
 	}
-	d.tasks.do("policy load", func(ctx context.Context) {
+	d.tasks.Do("policy load", func(ctx context.Context) {
 		pol, err := d.cfg.Load(d.cfg.PolicyPath)
 		select {
 		case out <- loadResult{seq: seq, pol: pol, err: err}:
@@ -545,14 +549,14 @@ func (d *Daemon) ueventSource(pol *policy.Policy) string {
 
 // checkUdev warns, in the log once and in the state for as long as it
 // lasts, when the daemon listens to udevd's events and no udevd runs
-// (nothing answers on its control socket: noUdevd): hot-plugged disks
+// (nothing answers on its control socket: Follower.NoUdevd): hot-plugged disks
 // would go unnoticed until the next reconcile or rescan.
 func (d *Daemon) checkUdev() {
 	pol := d.policy.Load()
 	if pol == nil || d.ueventSource(pol) != "udev" {
 		return
 	}
-	err := d.noUdevd()
+	err := d.follow.NoUdevd()
 	msg := ""
 	if err != nil {
 		msg = fmt.Sprintf("uevent_source is udev, but no udevd runs (%s: %v): disks that appear or change are not seen until the next reconcile", d.cfg.UdevControl, errors.Unwrap(err))
@@ -633,7 +637,7 @@ func (d *Daemon) stop() error {
 			writing = d.queue.busy()
 		}
 	}
-	d.follow.stopGraces() // no pass is asked for after Run
+	d.follow.StopGraces() // no pass is asked for after Run
 	var err error
 	if d.policy.Load().Daemon.RestoreOnExit && d.orig != nil {
 		applier := d.applier

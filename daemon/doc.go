@@ -9,10 +9,11 @@
 // through a queue (work.go) that runs different disks in parallel and one
 // disk's passes one at a time, coalescing a burst of events into one more
 // pass. The uevents come from package uevent's monitors, which run with the
-// policy follower and the metrics writer as tasks under one owner
-// (tasks.go); following udevd in kernel mode is udevfollow.go. What the
-// daemon records for the state file is in state.go (its schema is package
-// statefile), systemd's notify messages in notify.go, the runtime
-// directory's lock in lock.go; the original values restore_on_exit puts
-// back in originals.go.
+// policy follower and the metrics writer as tasks under one owner (package
+// internal/taskgroup); package udevfollow follows udevd in kernel mode, and
+// udevfollow.go says what the daemon does with it. What the daemon records
+// for the state file is in state.go (its schema is package statefile),
+// systemd's notify messages in notify.go, the runtime directory's lock in
+// package internal/runtimedir; package restore keeps and puts back the original values of
+// restore_on_exit.
 package daemon

@@ -89,7 +89,7 @@ func (l *eventLoop) scan(kind passKind, reason string) {
 	}
 	l.scanning = true
 	reloads := l.reloads
-	l.d.tasks.do("scan", func(context.Context) {
+	l.d.tasks.Do("scan", func(context.Context) {
 		r := l.d.scan(kind, reason)
 		r.reloads = reloads
 		l.d.scanDone <- r // buffered: one scan runs at a time

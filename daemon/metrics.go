@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/internal/taskgroup"
 	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/probe"
@@ -24,7 +25,7 @@ func (d *Daemon) useMetrics(pol *policy.Policy) {
 		return
 	}
 	d.metricsWriting = true
-	d.tasks.start(newFuncTask("metrics writer", func(ctx context.Context) error {
+	d.tasks.Start(taskgroup.Func("metrics writer", func(ctx context.Context) error {
 		d.metrics.Run(ctx) // writes once more when ctx ends
 		return nil
 	}))

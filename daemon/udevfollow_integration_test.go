@@ -112,7 +112,7 @@ func TestIntegrationUdevdRuleDoesNotWin(t *testing.T) {
 		c.RulesRoot = root
 		c.UdevControl = udevd.control()
 	})
-	if err := r.d.noUdevd(); err != nil {
+	if err := r.d.follow.NoUdevd(); err != nil {
 		t.Fatalf("the private udevd does not answer on %s: %v", udevd.control(), err)
 	}
 

@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -99,7 +97,7 @@ func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
 	root := r.d.fs.Root()
 	// udevd is heard: it runs.
 	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
-	waitFor(t, 5*time.Second, "udevd to be heard", func() bool { return !r.d.follow.mon.Heard().IsZero() })
+	waitFor(t, 5*time.Second, "udevd to be heard", func() bool { return !r.d.follow.Heard().IsZero() })
 
 	addFakeDisk(t, root, "loop20001", 1)
 	kernel.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
@@ -135,69 +133,4 @@ func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
 		t.Errorf("the reconcile waited %s", took)
 	}
 
-}
-
-// One answer to "does udevd run": something answers on its control
-// socket at Config.UdevControl (tried at most once a second), or an event
-// heard lately. A socket file that nothing listens on (udevd gone) is no
-// udevd.
-func TestNoUdevd(t *testing.T) {
-	control := filepath.Join(t.TempDir(), "control")
-	d := &Daemon{cfg: Config{UdevControl: control}}
-	if err := d.noUdevd(); err == nil {
-		t.Error("no control socket, nothing heard: udevd said to run")
-	}
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: control, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.noUdevd(); err == nil {
-		t.Error("tried again within a second: the last try not used")
-	}
-	d.follow.control.Store(nil)
-	if err := d.noUdevd(); err != nil {
-		t.Errorf("udevd listening: %v", err)
-	}
-	l.SetUnlinkOnClose(false)
-	l.Close()
-	d.follow.control.Store(nil)
-	if err := d.noUdevd(); !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Errorf("the socket file of a udevd that is gone: %v, want ECONNREFUSED", err)
-	}
-	d.follow.control.Store(nil)
-	d.follow.heard = time.Now
-	if err := d.noUdevd(); err != nil {
-		t.Errorf("udevd's event just heard: %v", err)
-	}
-}
-
-// A grace timer pending at stop is stopped and dropped, and none asked
-// for after is armed: nothing is left to fire after Run.
-func TestGraceTimersStopped(t *testing.T) {
-	var f udevFollow
-	fired := make(chan string, 3)
-	f.afterGrace(time.Millisecond, func() { fired <- "before" })
-	f.afterGrace(time.Hour, func() { fired <- "pending" })
-	if got := <-fired; got != "before" {
-		t.Fatalf("fired %s first", got)
-	}
-	f.graceMu.Lock()
-	pending := len(f.graces)
-	f.graceMu.Unlock()
-	if pending != 1 {
-		t.Fatalf("%d grace timers pending, want the hour-long one", pending)
-	}
-	f.stopGraces()
-	f.afterGrace(time.Millisecond, func() { fired <- "after" })
-	f.graceMu.Lock()
-	left := len(f.graces)
-	f.graceMu.Unlock()
-	if left != 0 {
-		t.Errorf("%d grace timers armed after stopGraces", left)
-	}
-	select {
-	case got := <-fired:
-		t.Errorf("%s fired after stopGraces", got)
-	default:
-	}
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 
+	"github.com/iosched/iosched/internal/taskgroup"
 	"github.com/iosched/iosched/policywatch"
 )
 
@@ -24,7 +25,7 @@ func (d *Daemon) followPolicy() {
 	d.policyFollowed.Store(true)
 	// Its failure leaves the daemon to SIGHUP: logged, not an error that
 	// stops the daemon.
-	d.tasks.start(newFuncTask("policy follower", func(ctx context.Context) error {
+	d.tasks.Start(taskgroup.Func("policy follower", func(ctx context.Context) error {
 		if err := w.Run(ctx); err != nil {
 			d.policyFollowed.Store(false)
 			d.log.Error("following the policy files stopped; reload with SIGHUP", "error", err)

@@ -1,4 +1,4 @@
-package daemon
+package taskgroup
 
 import (
 	"context"
@@ -42,12 +42,12 @@ func within(t *testing.T, ch <-chan struct{}, what string) {
 
 // Ready comes once every task started is ready, not before.
 func TestTasksReadyWhenAllAre(t *testing.T) {
-	g := newTasks(context.Background())
-	defer g.stop(time.Second)
+	g := New(context.Background())
+	defer g.Stop(time.Second)
 	a, b := newGatedTask("a"), newGatedTask("b")
-	g.start(a)
-	g.start(b)
-	ready := g.ready()
+	g.Start(a)
+	g.Start(b)
+	ready := g.Ready()
 	close(a.ready)
 	select {
 	case <-ready:
@@ -61,19 +61,19 @@ func TestTasksReadyWhenAllAre(t *testing.T) {
 // A task's error reaches the owner, named after the task (the daemon stops
 // on it); an error after the stop began is not a failure.
 func TestTasksFailure(t *testing.T) {
-	g := newTasks(context.Background())
+	g := New(context.Background())
 	a := newGatedTask("uevent monitor")
-	g.start(a)
+	g.Start(a)
 	a.fail <- errors.New("boom")
 	select {
-	case err := <-g.failed:
+	case err := <-g.Failed():
 		if err.Error() != "uevent monitor: boom" {
 			t.Errorf("failure %q", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the failure did not reach the owner")
 	}
-	if left := g.stop(time.Second); left != nil {
+	if left := g.Stop(time.Second); left != nil {
 		t.Errorf("left running: %v", left)
 	}
 }
@@ -81,13 +81,13 @@ func TestTasksFailure(t *testing.T) {
 // stop ends the tasks through their context and waits for the jobs; one
 // that does not end within the bound is named, not waited for.
 func TestTasksStop(t *testing.T) {
-	g := newTasks(context.Background())
-	g.start(newGatedTask("policy follower"))
+	g := New(context.Background())
+	g.Start(newGatedTask("policy follower"))
 	stuck, release := make(chan struct{}), make(chan struct{})
-	g.do("policy load", func(context.Context) { close(stuck); <-release })
+	g.Do("policy load", func(context.Context) { close(stuck); <-release })
 	<-stuck
 	start := time.Now()
-	left := g.stop(100 * time.Millisecond)
+	left := g.Stop(100 * time.Millisecond)
 	if !slices.Equal(left, []string{"policy load"}) {
 		t.Errorf("left running: %v, want the stuck load only", left)
 	}

@@ -1,4 +1,7 @@
-package daemon
+// Package runtimedir is the lock a running daemon holds on its runtime
+// directory: one daemon a directory, its pid in the lock file for the
+// next one's error.
+package runtimedir
 
 import (
 	"errors"
@@ -16,12 +19,12 @@ import (
 // other's state file.
 const lockName = "lock"
 
-// lockRuntimeDir takes the runtime directory for this process, creating it
+// Lock takes the runtime directory for this process, creating it
 // when missing. A directory another daemon holds, or one that cannot be
 // written (read-only), is an error: status and reload would not find this
 // daemon. The lock is released by the returned function, or by the process
 // ending.
-func lockRuntimeDir(dir string) (unlock func(), err error) {
+func Lock(dir string) (unlock func(), err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("runtime directory: %w", err)
 	}

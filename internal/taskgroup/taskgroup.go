@@ -1,4 +1,8 @@
-package daemon
+// Package taskgroup owns a process's goroutines beside its main loop:
+// long-running tasks and one-off jobs under one context, ready when every
+// task is, stopped and waited for with one bound (corerad's Task pattern
+// over an errgroup).
+package taskgroup
 
 import (
 	"context"
@@ -9,17 +13,17 @@ import (
 	"time"
 )
 
-// task is a long-running part of the daemon beside its event loop (the
+// Task is a long-running part of a daemon beside its event loop (the
 // uevent monitors, the policy follower, the metrics writer): it runs until
 // ctx is done, and is Ready once it does its job. An error it returns
-// stops the daemon.
-type task interface {
+// reaches the owner through Group.Failed.
+type Task interface {
 	String() string
 	Run(ctx context.Context) error
 	Ready() <-chan struct{}
 }
 
-// funcTask is a task whose work was set up before it started (a socket,
+// funcTask is a Task whose work was set up before it started (a socket,
 // an inotify instance opened): ready as soon as it runs.
 type funcTask struct {
 	name  string
@@ -27,7 +31,9 @@ type funcTask struct {
 	ready chan struct{}
 }
 
-func newFuncTask(name string, run func(ctx context.Context) error) *funcTask {
+// Func is a Task named name that runs run, ready as soon as it runs: for
+// work set up before it started (a socket, an inotify instance opened).
+func Func(name string, run func(ctx context.Context) error) Task {
 	return &funcTask{name: name, run: run, ready: make(chan struct{})}
 }
 
@@ -38,12 +44,13 @@ func (t *funcTask) Run(ctx context.Context) error {
 	return t.run(ctx)
 }
 
-// tasks owns every goroutine Run starts beside the passes and probes: the
-// long-running tasks and the one-off jobs (a scan, a policy load, the
-// thread release). All get one context, derived from Run's; the first task
-// to fail stops the daemon (errgroup's rule); stop ends them all and waits
-// with one bound. Only Run's goroutine starts and stops them.
-type tasks struct {
+// Group owns the goroutines it starts: the long-running tasks and the
+// one-off jobs (a scan, a policy load, the thread release). All get one
+// context, derived from the parent given to New; the first task to fail is
+// reported on Failed (errgroup's rule: the owner stops); Stop ends them all
+// and waits with one bound. Only the owner's goroutine starts and stops
+// them.
+type Group struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -54,17 +61,18 @@ type tasks struct {
 	readies []<-chan struct{}
 }
 
-func newTasks(parent context.Context) *tasks {
+// New returns a Group whose goroutines get a context derived from parent.
+func New(parent context.Context) *Group {
 	ctx, cancel := context.WithCancel(parent)
-	return &tasks{ctx: ctx, cancel: cancel, failed: make(chan error, 1), running: map[string]int{}}
+	return &Group{ctx: ctx, cancel: cancel, failed: make(chan error, 1), running: map[string]int{}}
 }
 
-// start runs t until stop.
-func (g *tasks) start(t task) {
+// Start runs t until Stop.
+func (g *Group) Start(t Task) {
 	g.mu.Lock()
 	g.readies = append(g.readies, t.Ready())
 	g.mu.Unlock()
-	g.do(t.String(), func(ctx context.Context) {
+	g.Do(t.String(), func(ctx context.Context) {
 		if err := t.Run(ctx); err != nil && ctx.Err() == nil {
 			select {
 			case g.failed <- fmt.Errorf("%s: %w", t, err):
@@ -74,8 +82,8 @@ func (g *tasks) start(t task) {
 	})
 }
 
-// do runs a one-off job, which ends early when ctx is done if it can.
-func (g *tasks) do(name string, job func(ctx context.Context)) {
+// Do runs a one-off job, which ends early when ctx is done if it can.
+func (g *Group) Do(name string, job func(ctx context.Context)) {
 	g.mu.Lock()
 	g.running[name]++
 	g.mu.Unlock()
@@ -93,13 +101,13 @@ func (g *tasks) do(name string, job func(ctx context.Context)) {
 	}()
 }
 
-// ready is closed once every task started so far is ready.
-func (g *tasks) ready() <-chan struct{} {
+// Ready is closed once every task started so far is ready.
+func (g *Group) Ready() <-chan struct{} {
 	g.mu.Lock()
 	readies := slices.Clone(g.readies)
 	g.mu.Unlock()
 	out := make(chan struct{})
-	g.do("readiness", func(ctx context.Context) {
+	g.Do("readiness", func(ctx context.Context) {
 		for _, r := range readies {
 			select {
 			case <-r:
@@ -112,9 +120,9 @@ func (g *tasks) ready() <-chan struct{} {
 	return out
 }
 
-// stop cancels the tasks' context and waits for every goroutine, at most
+// Stop cancels the tasks' context and waits for every goroutine, at most
 // bound, returning the names of those still running then.
-func (g *tasks) stop(bound time.Duration) []string {
+func (g *Group) Stop(bound time.Duration) []string {
 	g.cancel()
 	done := make(chan struct{})
 	go func() {
@@ -132,3 +140,6 @@ func (g *tasks) stop(bound time.Duration) []string {
 		return slices.Sorted(maps.Keys(g.running))
 	}
 }
+
+// Failed delivers the first error a task returned before Stop.
+func (g *Group) Failed() <-chan error { return g.failed }
