@@ -17,6 +17,7 @@ import (
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/devnode"
 	"github.com/iosched/iosched/disklock"
+	"github.com/iosched/iosched/internal/daemonstate"
 	"github.com/iosched/iosched/internal/gomaxprocs"
 	"github.com/iosched/iosched/internal/inflight"
 	"github.com/iosched/iosched/internal/osthreads"
@@ -154,7 +155,7 @@ type Daemon struct {
 
 	mu     sync.Mutex // guards disks and report
 	disks  map[string]*disk
-	report report
+	report daemonstate.Report
 
 	follow *udevfollow.Follower // udevd's processed events, in kernel mode
 	probes probes               // [rule.probe]: probe.go
@@ -562,8 +563,8 @@ func (d *Daemon) checkUdev() {
 		msg = fmt.Sprintf("uevent_source is udev, but no udevd runs (%s: %v): disks that appear or change are not seen until the next reconcile", d.cfg.UdevControl, errors.Unwrap(err))
 	}
 	d.mu.Lock()
-	old := d.report.udevWarning
-	d.report.udevWarning = msg
+	old := d.report.UdevWarning
+	d.report.UdevWarning = msg
 	d.mu.Unlock()
 	if msg != old {
 		if msg != "" {
@@ -580,7 +581,7 @@ func (d *Daemon) checkUdev() {
 // is done (loop.loaded).
 func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool {
 	if err != nil {
-		lines := errorLines(err)
+		lines := daemonstate.ErrorLines(err)
 		for _, line := range lines {
 			d.log.Error("policy reload failed; the previous policy stays in force", "error", line)
 		}
@@ -604,7 +605,7 @@ func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool
 func (d *Daemon) setPolicy(p *policy.Policy) {
 	d.policy.Store(p)
 	d.mu.Lock()
-	d.report.policy = p
+	d.report.Policy = p
 	d.mu.Unlock()
 	d.markChanged()
 }

@@ -12,7 +12,9 @@
 // policy follower and the metrics writer as tasks under one owner (package
 // internal/taskgroup); package udevfollow follows udevd in kernel mode, and
 // udevfollow.go says what the daemon does with it. What the daemon records
-// for the state file is in state.go (its schema is package statefile),
+// for the state file is in state.go (the daemon-wide report and a disk's
+// state after a pass are package internal/daemonstate's, the schema
+// package statefile's),
 // systemd's notify messages in notify.go, the runtime directory's lock in
 // package internal/runtimedir; package restore keeps and puts back the original values of
 // restore_on_exit.

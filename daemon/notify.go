@@ -1,10 +1,6 @@
 package daemon
 
 import (
-	"fmt"
-	"strings"
-	"time"
-
 	sd "github.com/coreos/go-systemd/v22/daemon"
 )
 
@@ -25,28 +21,5 @@ func (d *Daemon) statusLine() string {
 			managed++
 		}
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "STATUS=%d disks managed", managed)
-	if c := d.report.lastChange; c != nil {
-		fmt.Fprintf(&b, "; last change %s %s %s %s->%s", c.At.Format(time.TimeOnly), c.Device, c.Attribute, c.From, c.To)
-	}
-	if r := d.report.lastReload(); r != nil && !r.OK {
-		fmt.Fprintf(&b, "; policy reload FAILED at %s, previous policy in force", r.At.Format(time.TimeOnly))
-	}
-	if e := d.report.lastError; e != nil {
-		msg := e.Message
-		if e.Device != "" {
-			msg = e.Device + ": " + msg
-		}
-		fmt.Fprintf(&b, "; last error %s %s", e.At.Format(time.TimeOnly), firstLine(msg))
-	}
-	if d.report.udevWarning != "" {
-		b.WriteString("; WARNING no udevd runs")
-	}
-	return b.String()
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
+	return d.report.StatusLine(managed)
 }

@@ -284,14 +284,14 @@ func TestIntegrationProbeDaemonStuckDisk(t *testing.T) {
 	// A reconcile now must leave the disk alone: the restore holds it.
 	writes := r.d.writes.Load()
 	r.d.mu.Lock()
-	before := *r.d.report.scan
+	before := *r.d.report.Scan
 	r.d.mu.Unlock()
 	r.signals <- syscall.SIGUSR1
 	var reconcile statefile.Scan
 	waitFor(t, 5*time.Second, "the reconcile's scan", func() bool {
 		r.d.mu.Lock()
 		defer r.d.mu.Unlock()
-		reconcile = *r.d.report.scan
+		reconcile = *r.d.report.Scan
 		return reconcile.Reason == "reconcile" && reconcile.At.After(before.At)
 	})
 	if reconcile.Writes != 0 || r.d.writes.Load() != writes {

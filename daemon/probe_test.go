@@ -114,7 +114,7 @@ func TestProbePendingInterim(t *testing.T) {
 	}, "loop20000")
 	// The start's scan made them, not a pass after the probe.
 	r.d.mu.Lock()
-	scan := *r.d.report.scan
+	scan := *r.d.report.Scan
 	r.d.mu.Unlock()
 	if scan.Reason != "start" || scan.Writes != 2 {
 		t.Fatalf("the %s scan wrote %d settings, want the start's to write the interim scheduler and nr_requests", scan.Reason, scan.Writes)
@@ -232,7 +232,7 @@ func (r *running) reload(t *testing.T, policyText string, seq int) {
 	waitFor(t, 5*time.Second, fmt.Sprintf("reload %d to re-plan every disk", seq), func() bool {
 		r.d.mu.Lock()
 		defer r.d.mu.Unlock()
-		last := r.d.report.lastReload()
+		last := r.d.report.LastReload()
 		return last != nil && last.Seq == seq && last.OK && last.Done
 	})
 }
