@@ -145,9 +145,9 @@ type Daemon struct {
 	// waiting for passes.
 	passCtx    context.Context
 	stopPasses context.CancelFunc
-	// tasks are the goroutines Run starts besides passes and probes (the
-	// uevent monitors, the policy follower, the metrics writer, scans,
-	// policy loads, the thread release): Run returns once they have.
+	// tasks are the goroutines Run starts besides passes (the uevent
+	// monitors, the policy follower, the metrics writer, scans, policy
+	// loads, probes, the thread release): Run returns once they have.
 	tasks *taskgroup.Group
 	// persistFailed is set while the last save of the original values
 	// failed, so a pass that saves them clears the error only then.
@@ -620,8 +620,9 @@ func (d *Daemon) stop() error {
 	d.stopping.Store(true)
 	d.notify(sd.SdNotifyStopping)
 	deadline := time.Now().Add(d.cfg.StopTimeout) // probes and passes share it
-	if !d.probes.stop(d.cfg.StopTimeout) {
-		d.log.Warn("a probe was still restoring its disk at stop", "waited", d.cfg.StopTimeout)
+	d.probes.cancelAll()
+	if left := d.tasks.WaitFor(d.cfg.StopTimeout, isProbeTask); len(left) > 0 {
+		d.log.Warn("a probe was still restoring its disk at stop", "probes", left, "waited", d.cfg.StopTimeout)
 	}
 	done := d.queue.close()
 	var writing []string // disks whose pass may still write

@@ -50,7 +50,6 @@ type probes struct {
 	// outlives a reset, as a cancelled probe is still restoring.
 	measuring map[string]chan struct{}
 	spent     time.Duration // probe time since the start, against probe_budget
-	wg        sync.WaitGroup
 	// retry is probeRetry; tests shorten it.
 	retry time.Duration
 }
@@ -181,26 +180,21 @@ func (p *probes) ended(dp *diskProbe) {
 	dp.run = nil
 }
 
-// stop cancels every probe and waits, at most timeout, for them to
-// restore their disks' settings.
-func (p *probes) stop(timeout time.Duration) bool {
+// probeTask names a probe's goroutine among the daemon's tasks: "probe
+// DISK".
+const probeTask = "probe "
+
+func isProbeTask(name string) bool { return strings.HasPrefix(name, probeTask) }
+
+// cancelAll cancels every probe: each restores what it changed, and its
+// task ends.
+func (p *probes) cancelAll() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, dp := range p.disks {
 		if dp.cancel != nil {
 			dp.cancel()
 		}
-	}
-	p.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		p.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(timeout):
-		return false
 	}
 }
 
@@ -296,8 +290,7 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string,
 			d: d, ctx: ctx, dp: dp, name: name, rule: rule, probe: pr, opts: opts, runner: runner,
 			slots: d.probes.slots, results: pol.Daemon.ProbeResults, facts: &facts,
 		}
-		d.probes.wg.Add(1)
-		go dp.run.run(passOver)
+		d.tasks.Do(probeTask+name, func(context.Context) { dp.run.run(passOver) })
 	}
 	d.probes.mu.Unlock()
 	if queued {
@@ -345,7 +338,6 @@ func (r *probeRun) stillHolds(pol *policy.Policy) bool {
 // has a pass apply the winner. When ctx ends the probe restores what it
 // changed.
 func (r *probeRun) run(passOver <-chan struct{}) {
-	defer r.d.probes.wg.Done()
 	defer r.d.probes.ended(r.dp)
 	r.d.probeStep(r.name, "waiting for the pass")
 	select {

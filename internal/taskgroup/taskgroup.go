@@ -45,11 +45,11 @@ func (t *funcTask) Run(ctx context.Context) error {
 }
 
 // Group owns the goroutines it starts: the long-running tasks and the
-// one-off jobs (a scan, a policy load, the thread release). All get one
-// context, derived from the parent given to New; the first task to fail is
-// reported on Failed (errgroup's rule: the owner stops); Stop ends them all
-// and waits with one bound. Only the owner's goroutine starts and stops
-// them.
+// one-off jobs (a scan, a policy load, a probe, the thread release). All
+// get one context, derived from the parent given to New; the first task to
+// fail is reported on Failed (errgroup's rule: the owner stops); Stop ends
+// them all and waits with one bound. Start and Stop are the owner's to
+// call; Do may be called from any goroutine, until Stop.
 type Group struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -59,12 +59,15 @@ type Group struct {
 	mu      sync.Mutex
 	running map[string]int // what has not returned yet, by name
 	readies []<-chan struct{}
+	// ended is closed (and replaced) whenever a goroutine returns, for
+	// WaitFor.
+	ended chan struct{}
 }
 
 // New returns a Group whose goroutines get a context derived from parent.
 func New(parent context.Context) *Group {
 	ctx, cancel := context.WithCancel(parent)
-	return &Group{ctx: ctx, cancel: cancel, failed: make(chan error, 1), running: map[string]int{}}
+	return &Group{ctx: ctx, cancel: cancel, failed: make(chan error, 1), running: map[string]int{}, ended: make(chan struct{})}
 }
 
 // Start runs t until Stop.
@@ -95,6 +98,8 @@ func (g *Group) Do(name string, job func(ctx context.Context)) {
 			if g.running[name]--; g.running[name] == 0 {
 				delete(g.running, name)
 			}
+			close(g.ended)
+			g.ended = make(chan struct{})
 			g.mu.Unlock()
 		}()
 		job(g.ctx)
@@ -143,3 +148,33 @@ func (g *Group) Stop(bound time.Duration) []string {
 
 // Failed delivers the first error a task returned before Stop.
 func (g *Group) Failed() <-chan error { return g.failed }
+
+// WaitFor waits, at most bound, until no goroutine whose name match
+// accepts runs, and returns the names of those still running then. It
+// cancels nothing: the caller has asked them to end (the daemon's probes,
+// each cancelled on its own, must have restored their disks before the
+// stop restores the originals).
+func (g *Group) WaitFor(bound time.Duration, match func(name string) bool) (left []string) {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	for {
+		g.mu.Lock()
+		left = nil
+		for name := range g.running {
+			if match(name) {
+				left = append(left, name)
+			}
+		}
+		ended := g.ended
+		g.mu.Unlock()
+		if len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ended:
+		case <-t.C:
+			slices.Sort(left)
+			return left
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -96,4 +97,23 @@ func TestTasksStop(t *testing.T) {
 	}
 	close(release)
 	g.wg.Wait()
+}
+
+// WaitFor waits for the jobs it is asked about only, and names those
+// still running at its bound.
+func TestWaitFor(t *testing.T) {
+	g := New(context.Background())
+	defer g.Stop(time.Second)
+	probing, endProbe := make(chan struct{}), make(chan struct{})
+	g.Do("probe vda", func(context.Context) { close(probing); <-endProbe })
+	g.Do("policy load", func(ctx context.Context) { <-ctx.Done() })
+	<-probing
+	isProbe := func(name string) bool { return strings.HasPrefix(name, "probe ") }
+	if left := g.WaitFor(50*time.Millisecond, isProbe); !slices.Equal(left, []string{"probe vda"}) {
+		t.Errorf("probe running: left %v, want [probe vda]", left)
+	}
+	close(endProbe)
+	if left := g.WaitFor(5*time.Second, isProbe); left != nil {
+		t.Errorf("probe ended: left %v (the policy load is not a probe)", left)
+	}
 }
