@@ -20,6 +20,7 @@ import (
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/internal/ueventtest"
 	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/restore"
 
@@ -28,7 +29,7 @@ import (
 )
 
 // fakeDaemon runs a daemon on a fake sysfs tree with a fake uevent socket.
-func fakeDaemon(t *testing.T, policyText string, disks ...string) (*running, *fakeConn) {
+func fakeDaemon(t *testing.T, policyText string, disks ...string) (*running, *ueventtest.Conn) {
 	t.Helper()
 	return fakeDaemonWith(t, policyText, func(*Config) {}, disks...)
 }
@@ -64,15 +65,15 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	if got := r.attr(t, "loop7", "scheduler"); got != "none" {
 		t.Fatalf("loop7 (no rule matches it) scheduler = %s, want none untouched", got)
 	}
-	if n := len(r.log.lines("msg=set", "device=loop20000")); n != 2 {
+	if n := len(r.log.Lines("msg=set", "device=loop20000")); n != 2 {
 		t.Errorf("%d log lines for 2 changes:\n%s", n, r.log)
 	}
-	if n := len(r.log.lines("device=loop7")); n != 0 {
+	if n := len(r.log.Lines("device=loop7")); n != 0 {
 		t.Errorf("log lines about a disk that needed nothing:\n%s", r.log)
 	}
 
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	if got := r.attr(t, "loop20001", "scheduler"); got != "mq-deadline" {
 		t.Errorf("hot-plugged loop20001 scheduler = %s", got)
@@ -80,7 +81,7 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	// The log line follows the write: wait for it.
 	var line []string
 	waitFor(t, 5*time.Second, "the change to be logged", func() bool {
-		line = r.log.lines("msg=set", "device=loop20001", "attribute=scheduler")
+		line = r.log.Lines("msg=set", "device=loop20001", "attribute=scheduler")
 		return len(line) > 0
 	})
 	if len(line) != 1 || !strings.Contains(line[0], "from=none to=mq-deadline") || !strings.Contains(line[0], `rule="daemon test loops"`) {
@@ -104,11 +105,11 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	}
 
 	// A partition's event is ignored; a removal forgets the disk.
-	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001p1", "partition")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001p1", "partition")}
 	removeFakeDisk(t, r.d.fs, "loop20001")
-	c.msgs <- fakeMsg{b: kernelMsg("remove", "loop20001", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20001", "disk")}
 	waitFor(t, 5*time.Second, "loop20001 to be forgotten", func() bool { return r.state(t).Disks["loop20001"] == nil })
-	if lines := r.log.lines("level=ERROR"); len(lines) > 0 {
+	if lines := r.log.Lines("level=ERROR"); len(lines) > 0 {
 		t.Errorf("errors logged: %q", lines)
 	}
 }
@@ -117,10 +118,11 @@ func TestDaemonRescansAfterLostEvents(t *testing.T) {
 	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
 	// A disk appears, and its event is lost with others.
 	addFakeDisk(t, r.d.fs.Root(), "loop20005", 5)
-	c.msgs <- fakeMsg{err: syscall.ENOBUFS}
+	c.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS}
 	r.waitAttr(t, "loop20005", "scheduler", "mq-deadline")
-	waitFor(t, 5*time.Second, "the rescan to be logged", func() bool {
-		return len(r.log.lines("scan done", `reason="lost uevents"`)) == 1
+	waitFor(t, 5*time.Second, "the state to show the rescan", func() bool {
+		st := r.state(t)
+		return st.LastScan != nil && st.LastScan.Reason == "lost uevents"
 	})
 }
 
@@ -128,12 +130,13 @@ func TestDaemonRepairsDrift(t *testing.T) {
 	r, _ := fakeDaemon(t, testPolicy("[daemon]\nreconcile_interval = \"100ms\"\n"), "loop20000")
 	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/queue/nr_requests"), "32\n")
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
-	waitFor(t, 5*time.Second, "the drift to be logged", func() bool {
-		return len(r.log.lines("drift repaired", "device=loop20000", "attribute=nr_requests", "from=32", "to=64")) == 1
+	waitFor(t, 5*time.Second, "the state to show the drift repaired", func() bool {
+		c := r.state(t).LastChange
+		return c != nil && c.Drift && c.Device == "loop20000" && c.Attribute == "nr_requests" && c.From == "32" && c.To == "64"
 	})
 	// Nothing drifted since: three reconciles read and do not write.
 	w := r.d.writes.Load()
-	reconciles := func() int { return len(r.log.lines("scan done", "reason=reconcile")) }
+	reconciles := func() int { return len(r.log.Lines("scan done", "reason=reconcile")) }
 	seen := reconciles()
 	waitFor(t, 5*time.Second, "three more reconciles", func() bool { return reconciles() >= seen+3 })
 	if w2 := r.d.writes.Load(); w2 != w {
@@ -145,12 +148,13 @@ func TestDaemonReload(t *testing.T) {
 	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
 	writeFile(t, r.policy, testPolicy("")+"\n[[rule]]\nname = \"broken\"\n[rule.set]\nreadahead_kb = 1\n")
 	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the failed reload to be logged", func() bool {
-		return len(r.log.lines("policy reload failed", r.policy+":")) > 0
+	waitFor(t, 5*time.Second, "the state to show the failed reload", func() bool {
+		st := r.state(t)
+		return st.LastReload != nil && !st.LastReload.OK
 	})
 	// The old policy stays in force, for a new disk too.
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state to tell the failed reload", func() bool {
 		st := r.state(t)
@@ -178,7 +182,7 @@ func TestDaemonReload(t *testing.T) {
 	if s := r.d.statusLine(); strings.Contains(s, "error") || strings.Contains(s, "FAILED") {
 		t.Errorf("STATUS= after a good reload: %q", s)
 	}
-	if n := len(r.log.lines("msg=set", "attribute=scheduler")); n != 2 {
+	if n := len(r.log.Lines("msg=set", "attribute=scheduler")); n != 2 {
 		t.Errorf("the reload rewrote a setting already in place: %d scheduler writes in all", n)
 	}
 }
@@ -339,10 +343,10 @@ func TestRestoreOnExit(t *testing.T) {
 	writeFile(t, filepath.Join(r.stateDir, "originals.json"), string(saved))
 	r2 := start(t, policy, func(cfg *Config) {
 		cfg.FS = r.d.fs
-		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+		cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
 		cfg.StateDir = r.stateDir
 	})
-	if n := len(r2.log.lines("msg=set")); n != 0 {
+	if n := len(r2.log.Lines("msg=set")); n != 0 {
 		t.Errorf("the restarted daemon changed what was already in place:\n%s", r2.log)
 	}
 	if err := r2.stop(t); err != nil {
@@ -373,7 +377,7 @@ scheduler = "mq-deadline"
 `, loopGlob), func(cfg *Config) {
 		cfg.FS = fs
 		cfg.UdevDataDir = db
-		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+		cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
 	})
 	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
 		t.Errorf("loop20000, tagged in udev's database: scheduler %s", got)
@@ -401,7 +405,7 @@ func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
 		cfg.StopTimeout = 100 * time.Millisecond
 	}, "loop20000", "loop20001")
 	stuck.Store(true)
-	c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20000", "disk")}
 	<-entered
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
@@ -412,7 +416,7 @@ func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
 	if s := r.attr(t, "loop20000", "scheduler"); s != "mq-deadline" {
 		t.Errorf("loop20000, its pass still running at stop: scheduler %s, want mq-deadline left alone", s)
 	}
-	if len(r.log.lines("level=WARN", "not restored", "device=loop20000")) != 1 {
+	if len(r.log.Lines("level=WARN", "not restored", "device=loop20000")) != 1 {
 		t.Errorf("the disk left unrestored was not logged:\n%s", r.log)
 	}
 	r.wantRemembered(t, "loop20000")
@@ -440,7 +444,7 @@ func TestRestoreOnExitSkipsDisksAProbeHolds(t *testing.T) {
 	if s := r.attr(t, "loop20000", "scheduler"); s != "mq-deadline" {
 		t.Errorf("loop20000, held by a probe at stop: scheduler %s, want mq-deadline left alone", s)
 	}
-	if len(r.log.lines("level=WARN", "not restored", "a probe holds it", "device=loop20000")) != 1 {
+	if len(r.log.Lines("level=WARN", "not restored", "a probe holds it", "device=loop20000")) != 1 {
 		t.Errorf("the disk left unrestored was not logged:\n%s", r.log)
 	}
 	r.wantRemembered(t, "loop20000")
@@ -526,15 +530,15 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 			}
 		}, "loop20000")
 		hold.Store(true)
-		c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
+		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20000", "disk")}
 		<-entered // loop20000's pass is running: what follows waits for it
 		removeFakeDisk(t, r.d.fs, "loop20000")
 		addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
 		// Another disk: the same device number (as a loop device
 		// re-added has), another diskseq.
 		writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/diskseq"), "200\n")
-		c.msgs <- fakeMsg{b: kernelMsg("remove", "loop20000", "disk")}
-		c.msgs <- fakeMsg{b: kernelMsg("add", "loop20000", "disk")}
+		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")}
+		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20000", "disk")}
 		waitFor(t, 5*time.Second, "the removal and the add to merge", func() bool {
 			q := r.d.queue
 			q.mu.Lock()
@@ -545,9 +549,9 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		close(release)
 		r.waitAttr(t, "loop20000", "nr_requests", "64")
 		waitFor(t, 5*time.Second, "the new disk's changes to be logged", func() bool {
-			return len(r.log.lines("device=loop20000", "attribute=scheduler", "to=mq-deadline")) == 2
+			return len(r.log.Lines("device=loop20000", "attribute=scheduler", "to=mq-deadline")) == 2
 		})
-		if lines := r.log.lines("drift"); len(lines) > 0 {
+		if lines := r.log.Lines("drift"); len(lines) > 0 {
 			t.Errorf("a new disk's first writes logged as drift: %q", lines)
 		}
 	})
@@ -555,12 +559,12 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		r, c := fakeDaemon(t, testPolicy(""), "loop20000")
 		removeFakeDisk(t, r.d.fs, "loop20000")
 		addFakeDisk(t, r.d.fs.Root(), "loop20000", 5) // 7:5
-		c.msgs <- fakeMsg{err: syscall.ENOBUFS}
+		c.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS}
 		r.waitAttr(t, "loop20000", "nr_requests", "64")
 		waitFor(t, 5*time.Second, "the new disk's changes to be logged", func() bool {
-			return len(r.log.lines("device=loop20000", "attribute=scheduler", "to=mq-deadline")) == 2
+			return len(r.log.Lines("device=loop20000", "attribute=scheduler", "to=mq-deadline")) == 2
 		})
-		if lines := r.log.lines("drift"); len(lines) > 0 {
+		if lines := r.log.Lines("drift"); len(lines) > 0 {
 			t.Errorf("a new disk's first writes logged as drift: %q", lines)
 		}
 	})
@@ -613,7 +617,7 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	if s := r.attr(t, "loop20001", "scheduler"); s != "none" {
 		t.Errorf("loop20001: scheduler %s, want none restored", s)
 	}
-	if len(r.log.lines("level=ERROR", "not restored: its write has not returned", "device=loop20000")) != 1 {
+	if len(r.log.Lines("level=ERROR", "not restored: its write has not returned", "device=loop20000")) != 1 {
 		t.Errorf("the disk left unrestored was not logged:\n%s", r.log)
 	}
 	r.wantRemembered(t, "loop20000")
@@ -624,7 +628,7 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	if left := r.d.inFlight.All(); len(left) != 1 || left[0].Disk != "loop20000" || left[0].What != "restore" {
 		t.Errorf("writes left in flight: %+v, want loop20000's restore", left)
 	}
-	if len(r.log.lines("level=WARN", "left at stop", "device=loop20000", "write=restore")) != 1 {
+	if len(r.log.Lines("level=WARN", "left at stop", "device=loop20000", "write=restore")) != 1 {
 		t.Errorf("the stop's log does not name the write it left")
 	}
 	unblock() // the disk answers: the write returns, and the lock is let go
@@ -697,17 +701,17 @@ func TestStatusSaysWhyAHeldDiskIsNotWritten(t *testing.T) {
 	// Another pass while still held (one disk's passes run one after the
 	// other, so it ends before the pass after the release).
 	passes := r.d.passes.Load()
-	c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20000", "disk")}
 	r.waitPasses(t, passes+1)
 
 	release()
-	c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20000", "disk")}
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
 	waitFor(t, 5*time.Second, "the held note to go", func() bool {
 		d := r.state(t).Disks["loop20000"]
 		return d != nil && d.Held == nil
 	})
-	if n := len(r.log.lines("level=WARN", "another process holds the disk's lock", "device=loop20000")); n != 1 {
+	if n := len(r.log.Lines("level=WARN", "another process holds the disk's lock", "device=loop20000")); n != 1 {
 		t.Errorf("%d log lines for one held disk over two passes, want 1:\n%s", n, r.log)
 	}
 }

@@ -63,8 +63,8 @@ func TestIntegrationForgedRemove(t *testing.T) {
 			t.Errorf("after stop %s %s = %q, want the original %q", name, attr, strings.TrimSpace(string(got)), v)
 		}
 	}
-	if len(r.log.lines("original values restored", "disks=1", "failed=0")) != 1 {
-		t.Errorf("restore summary:\n%s", r.log.lines("original values restored"))
+	if len(r.log.Lines("original values restored", "disks=1", "failed=0")) != 1 {
+		t.Errorf("restore summary:\n%s", r.log.Lines("original values restored"))
 	}
 }
 
@@ -85,13 +85,13 @@ func TestIntegrationRefusedWrite(t *testing.T) {
 		t.Errorf("refusal in status = %+v", ref)
 	}
 	// Ten reconciles later, still one write and one error.
-	reconciles := func() int { return len(r.log.lines("scan done", "reason=reconcile")) }
+	reconciles := func() int { return len(r.log.Lines("scan done", "reason=reconcile")) }
 	seen := reconciles()
 	waitFor(t, 10*time.Second, "ten reconciles", func() bool { return reconciles() >= seen+10 })
-	if n := len(r.log.lines("write failed", "device="+name, "attribute=nr_requests")); n != 1 {
+	if n := len(r.log.Lines("write failed", "device="+name, "attribute=nr_requests")); n != 1 {
 		t.Errorf("%d errors logged for one refused value, want 1", n)
 	}
-	if n := len(r.log.lines("write refused again", "device="+name)); n != 0 {
+	if n := len(r.log.Lines("write refused again", "device="+name)); n != 0 {
 		t.Errorf("the refused value was written again %d times within a minute", n)
 	}
 	if st, _ := statefile.Read(r.runtimeDir); st.Disks[name].LastError == nil {

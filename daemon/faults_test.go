@@ -19,6 +19,7 @@ import (
 
 	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/internal/ueventtest"
 	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
@@ -43,7 +44,7 @@ func (r *running) waitPasses(t *testing.T, n int64) {
 func TestRemoveUeventForADiskStillThere(t *testing.T) {
 	r, c := fakeDaemon(t, testPolicy(restorePolicy), "loop20000")
 	passes := r.d.passes.Load()
-	c.msgs <- fakeMsg{b: kernelMsg("remove", "loop20000", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")}
 	r.waitPasses(t, passes+1)
 	if st := r.state(t); st.Disks["loop20000"] == nil {
 		// The state is written after the pass: wait for it.
@@ -55,7 +56,7 @@ func TestRemoveUeventForADiskStillThere(t *testing.T) {
 	if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != "none" || n != "128" {
 		t.Errorf("after a forged remove and a stop: scheduler %s nr_requests %s, want the originals none 128", s, n)
 	}
-	if len(r.log.lines("original values restored", "disks=1", "failed=0")) != 1 {
+	if len(r.log.Lines("original values restored", "disks=1", "failed=0")) != 1 {
 		t.Errorf("restore summary wrong:\n%s", r.log)
 	}
 }
@@ -68,7 +69,7 @@ func TestStaleRemoveUeventKeepsTheNewDisk(t *testing.T) {
 	addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
 	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/diskseq"), "200\n")
 	passes := r.d.passes.Load()
-	c.msgs <- fakeMsg{b: kernelMsg("remove", "loop20000", "disk")} // the old disk's; the new one's add was lost
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")} // the old disk's; the new one's add was lost
 	r.waitPasses(t, passes+1)
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
 	if err := r.stop(t); err != nil {
@@ -127,7 +128,7 @@ func TestUnreadableOriginals(t *testing.T) {
 			r := start(t, testPolicy(restorePolicy), func(cfg *Config) {
 				cfg.FS = fs
 				cfg.StateDir = stateDir
-				cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+				cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
 				cfg.stateDebounce = 10 * time.Millisecond
 			})
 			aside, _ := filepath.Glob(path + ".unreadable-*")
@@ -137,7 +138,7 @@ func TestUnreadableOriginals(t *testing.T) {
 			waitFor(t, 5*time.Second, "status to name the unknown originals", func() bool {
 				return slices.Equal(r.state(t).OriginalsUnknown, []string{"loop20001"})
 			})
-			if len(r.log.lines("level=WARN", "original values unknown", "device=loop20001")) != 1 {
+			if len(r.log.Lines("level=WARN", "original values unknown", "device=loop20001")) != 1 {
 				t.Errorf("unknown originals not logged:\n%s", r.log)
 			}
 			if err := r.stop(t); !errors.Is(err, ErrNotRestored) {
@@ -146,10 +147,10 @@ func TestUnreadableOriginals(t *testing.T) {
 			if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != "none" || n != "128" {
 				t.Errorf("loop20000 (known from the previous generation): scheduler %s nr_requests %s, want none 128", s, n)
 			}
-			if len(r.log.lines("original values restored", "disks=1", "failed=1")) != 1 {
+			if len(r.log.Lines("original values restored", "disks=1", "failed=1")) != 1 {
 				t.Errorf("exit summary does not count the unknown disk as failed:\n%s", r.log)
 			}
-			if len(r.log.lines("level=ERROR", "not restored", "device=loop20001")) != 1 {
+			if len(r.log.Lines("level=ERROR", "not restored", "device=loop20001")) != 1 {
 				t.Errorf("the disk not restored was not logged:\n%s", r.log)
 			}
 			// The next daemon still knows the values are unknown.
@@ -201,7 +202,7 @@ func TestSlowPolicyLoadDoesNotBlockTheLoop(t *testing.T) {
 	slow.Store(true)
 	r.signals <- syscall.SIGHUP
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state file to list the new disk", func() bool { return r.state(t).Disks["loop20001"] != nil })
 	waitFor(t, 5*time.Second, "the slow load to be refused", func() bool {
@@ -234,7 +235,7 @@ func TestStopDuringTheStartScan(t *testing.T) {
 	entered := make(chan struct{}, 300)
 	d, err := New(Config{PolicyPath: policyPath, FS: fs, StateDir: filepath.Join(dir, "state"), RuntimeDir: filepath.Join(dir, "run"),
 		LockFile: filepath.Join(dir, "disks.lock"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal), Parallel: 8,
-		dial: (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial,
+		dial: newFakeDialer(ueventtest.NewConn()).dial,
 		evaluate: func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			entered <- struct{}{}
 			time.Sleep(100 * time.Millisecond) // 300 disks, 8 at once: a 4 s scan
@@ -281,7 +282,7 @@ func TestStopReachesAnEvaluation(t *testing.T) {
 	fs := fakeTree(t, "loop20000", "loop20001")
 	d, err := New(Config{PolicyPath: policyPath, FS: fs, StateDir: filepath.Join(dir, "state"), RuntimeDir: filepath.Join(dir, "run"),
 		LockFile: filepath.Join(dir, "disks.lock"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal), Parallel: 8,
-		dial: (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial,
+		dial: newFakeDialer(ueventtest.NewConn()).dial,
 		evaluate: func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			entered <- struct{}{}
 			// An evaluation that takes until it is told to stop.
@@ -328,7 +329,7 @@ func TestSecondDaemonOnOneRuntimeDir(t *testing.T) {
 	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
 	second, err := New(Config{PolicyPath: r.policy, FS: r.d.fs, RuntimeDir: r.runtimeDir, StateDir: t.TempDir(),
 		LockFile: r.lockFile, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal),
-		dial: (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial})
+		dial: newFakeDialer(ueventtest.NewConn()).dial})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +358,7 @@ func TestUdevModeWithoutUdevd(t *testing.T) {
 	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
 		t.Errorf("start scan: scheduler %s", got)
 	}
-	if len(r.log.lines("level=WARN", "no udevd runs")) != 1 {
+	if len(r.log.Lines("level=WARN", "no udevd runs")) != 1 {
 		t.Errorf("no warning in the log:\n%s", r.log)
 	}
 	if w := r.state(t).Warnings; len(w) != 1 || !strings.Contains(w[0], "no udevd runs") {
@@ -383,7 +384,7 @@ func TestUdevModeWithStaleUdevdSocket(t *testing.T) {
 		cfg.UdevControl = control
 		cfg.UdevDataDir = t.TempDir()
 	}, "loop20000")
-	if len(r.log.lines("level=WARN", "no udevd runs")) != 1 {
+	if len(r.log.Lines("level=WARN", "no udevd runs")) != 1 {
 		t.Errorf("no warning in the log:\n%s", r.log)
 	}
 	if w := r.state(t).Warnings; len(w) != 1 || !strings.Contains(w[0], "connection refused") {
@@ -440,7 +441,7 @@ func TestStaleOriginalsDropped(t *testing.T) {
 			r := start(t, testPolicy(restorePolicy), func(cfg *Config) {
 				cfg.FS = fs
 				cfg.StateDir = stateDir
-				cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+				cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
 			})
 			r.waitAttr(t, "loop20000", "nr_requests", "64")
 			if err := r.stop(t); err != nil {
@@ -449,7 +450,7 @@ func TestStaleOriginalsDropped(t *testing.T) {
 			if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != tt.wantSched || n != tt.wantN {
 				t.Errorf("after the stop: scheduler %s nr_requests %s, want %s %s", s, n, tt.wantSched, tt.wantN)
 			}
-			logged := len(r.log.lines("level=WARN", "original values dropped", "device=loop20000", "no longer shows what iosched left"))
+			logged := len(r.log.Lines("level=WARN", "original values dropped", "device=loop20000", "no longer shows what iosched left"))
 			if tt.dropped != (logged == 1) {
 				t.Errorf("dropped record logged %d times, want dropped=%v:\n%s", logged, tt.dropped, r.log)
 			}
@@ -476,9 +477,9 @@ func TestStaleProbeRecordAtStart(t *testing.T) {
 	r := start(t, "", func(cfg *Config) {
 		cfg.FS = fs
 		cfg.StateDir = stateDir
-		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+		cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
 	})
-	if len(r.log.lines("an interrupted probe's record dropped", "device=loop20000", "no longer shows what iosched left")) != 1 {
+	if len(r.log.Lines("an interrupted probe's record dropped", "device=loop20000", "no longer shows what iosched left")) != 1 {
 		t.Errorf("the stale record's drop was not logged:\n%s", r.log)
 	}
 	if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != "mq-deadline" || n != "77" {
@@ -500,14 +501,14 @@ func TestUnreadableProbeRecordAtStart(t *testing.T) {
 	r := start(t, "", func(cfg *Config) {
 		cfg.FS = fs
 		cfg.StateDir = stateDir
-		cfg.dial = (&fakeDialer{conns: []*fakeConn{newFakeConn()}}).dial
+		cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
 		cfg.stateDebounce = 10 * time.Millisecond
 	})
 	aside, _ := filepath.Glob(filepath.Join(stateDir, "probe-loop20000.originals.json.unreadable-*"))
 	if len(aside) != 1 {
 		t.Fatalf("the unreadable record was not moved aside: %v", aside)
 	}
-	if len(r.log.lines("level=WARN", "device=loop20000", "moved aside", "check the disk's settings by hand")) != 1 {
+	if len(r.log.Lines("level=WARN", "device=loop20000", "moved aside", "check the disk's settings by hand")) != 1 {
 		t.Errorf("the record moved aside was not warned of:\n%s", r.log)
 	}
 	waitFor(t, 5*time.Second, "the state to list the record moved aside", func() bool {

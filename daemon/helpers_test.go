@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/internal/ueventtest"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -48,43 +48,10 @@ func writeFile(t testing.TB, path, text string) {
 	}
 }
 
-// logBuffer collects a daemon's text log, safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// lines returns the log lines containing every one of parts.
-func (l *logBuffer) lines(parts ...string) []string {
-	var out []string
-	for _, line := range strings.Split(l.String(), "\n") {
-		ok := line != ""
-		for _, p := range parts {
-			ok = ok && strings.Contains(line, p)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // running is a daemon started in the test process.
 type running struct {
 	d          *Daemon
-	log        *logBuffer
+	log        *ueventtest.LogBuffer
 	signals    chan os.Signal
 	cancel     context.CancelFunc
 	done       chan error
@@ -100,7 +67,7 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 	t.Helper()
 	dir := t.TempDir()
 	r := &running{
-		log:        &logBuffer{},
+		log:        &ueventtest.LogBuffer{},
 		signals:    make(chan os.Signal, 4),
 		done:       make(chan error, 1),
 		policy:     filepath.Join(dir, "policy.toml"),
@@ -134,7 +101,7 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 	t.Cleanup(func() {
 		r.stop(t)
 		if t.Failed() {
-			t.Logf("daemon log (debug lines left out):\n%s", tail(r.log.without("level=DEBUG"), 60))
+			t.Logf("daemon log (debug lines left out):\n%s", tail(r.log.Without("level=DEBUG"), 60))
 		}
 	})
 	waitFor(t, 30*time.Second, "the daemon to be ready", func() bool {
@@ -144,7 +111,7 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 			t.Fatalf("daemon stopped: %v\n%s", err, r.log.String())
 		default:
 		}
-		return len(r.log.lines("msg=ready")) > 0
+		return len(r.log.Lines("msg=ready")) > 0
 	})
 	return r
 }
@@ -161,17 +128,6 @@ func (r *running) stop(t testing.TB) error {
 		t.Fatal("the daemon did not stop within 30 s")
 		return nil
 	}
-}
-
-// without returns the log without the lines containing s.
-func (l *logBuffer) without(s string) string {
-	var out []string
-	for _, line := range strings.Split(l.String(), "\n") {
-		if !strings.Contains(line, s) {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 func tail(s string, n int) string {

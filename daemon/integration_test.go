@@ -15,6 +15,7 @@ import (
 
 	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/internal/ueventtest"
 )
 
 // TestMain lets a test run the daemon as a child process of the test
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 // child is a daemon running in a child process.
 type child struct {
 	cmd        *exec.Cmd
-	log        *logBuffer
+	log        *ueventtest.LogBuffer
 	runtimeDir string
 }
 
@@ -52,7 +53,7 @@ func startChild(t *testing.T, policyText string) *child {
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.toml")
 	writeFile(t, policy, policyText)
-	c := &child{log: &logBuffer{}, runtimeDir: filepath.Join(dir, "run")}
+	c := &child{log: &ueventtest.LogBuffer{}, runtimeDir: filepath.Join(dir, "run")}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	c.cmd.Env = append(os.Environ(), "IOSCHED_TEST_DAEMON=1", "IOSCHED_TEST_POLICY="+policy,
 		"IOSCHED_TEST_RUNTIME_DIR="+c.runtimeDir, "IOSCHED_TEST_STATE_DIR="+filepath.Join(dir, "state"), "IOSCHED_TEST_LOCK_FILE="+filepath.Join(dir, "disks.lock"))
@@ -78,7 +79,7 @@ func startChild(t *testing.T, policyText string) *child {
 			t.Logf("daemon log:\n%s", tail(c.log.String(), 60))
 		}
 	})
-	waitFor(t, 30*time.Second, "the daemon to be ready", func() bool { return len(c.log.lines("msg=ready")) > 0 })
+	waitFor(t, 30*time.Second, "the daemon to be ready", func() bool { return len(c.log.Lines("msg=ready")) > 0 })
 	return c
 }
 
@@ -92,7 +93,7 @@ func TestIntegrationHotPlug(t *testing.T) {
 	t.Logf("200 hot-plugged loops converged %s after the last was created", took)
 	// A pass logs its writes once they are all done: the last disks seen
 	// converged may not be logged yet.
-	logged := func() int { return len(r.log.lines("msg=set", "attribute=scheduler", "from=none", "to=mq-deadline")) }
+	logged := func() int { return len(r.log.Lines("msg=set", "attribute=scheduler", "from=none", "to=mq-deadline")) }
 	eventually.Within(5*time.Second, func() bool { return logged() >= 200 })
 	if n := logged(); n != 200 {
 		t.Errorf("%d scheduler changes logged for 200 disks", n)
@@ -113,7 +114,7 @@ func TestIntegrationHotPlug(t *testing.T) {
 	})
 	// Still listening: one more converges.
 	waitConverged(t, loops(t, loopBase+300, 1), 10*time.Second)
-	if lines := r.log.lines("level=ERROR"); len(lines) > 0 {
+	if lines := r.log.Lines("level=ERROR"); len(lines) > 0 {
 		t.Errorf("errors logged: %q", lines)
 	}
 }
@@ -144,13 +145,13 @@ func TestIntegrationOverflow(t *testing.T) {
 	}
 	took := waitConverged(t, names, 60*time.Second)
 	t.Logf("converged %s after SIGCONT", took)
-	if len(c.log.lines("uevents were lost")) == 0 {
+	if len(c.log.Lines("uevents were lost")) == 0 {
 		t.Errorf("the burst did not overflow the socket buffer: the test proved nothing")
 	}
 	waitFor(t, 30*time.Second, "the rescan after lost events to end", func() bool {
-		return len(c.log.lines("scan done", `reason="lost uevents"`)) > 0
+		return len(c.log.Lines("scan done", `reason="lost uevents"`)) > 0
 	})
-	t.Log(c.log.lines("scan done", `reason="lost uevents"`)[0])
+	t.Log(c.log.Lines("scan done", `reason="lost uevents"`)[0])
 }
 
 // TestIntegrationReload: a broken policy leaves the old in force (shown on a
@@ -163,8 +164,9 @@ func TestIntegrationReload(t *testing.T) {
 
 	writeFile(t, r.policy, testPolicy("")+"\n[[rule]]\nname = \"broken\"\n[rule.match]\nclass = \"floppy\"\n")
 	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the failed reload to be logged", func() bool {
-		return len(r.log.lines("policy reload failed", r.policy+":", "class")) > 0
+	waitFor(t, 5*time.Second, "the state to show the failed reload", func() bool {
+		st := r.state(t)
+		return st.LastReload != nil && !st.LastReload.OK && len(st.LastReload.Errors) > 0 && strings.Contains(st.LastReload.Errors[0], "class")
 	})
 	later := loops(t, 22100, 5)
 	waitConverged(t, later, 10*time.Second) // the old policy, on a new device
@@ -199,7 +201,7 @@ func TestIntegrationDrift(t *testing.T) {
 		t.Errorf("drift repaired after %s, interval 300ms", took)
 	}
 	waitFor(t, 2*time.Second, "the drift to be logged", func() bool {
-		return len(r.log.lines("drift repaired", "device="+names[1], "attribute=scheduler", "from=none", "to=mq-deadline")) == 1
+		return len(r.log.Lines("drift repaired", "device="+names[1], "attribute=scheduler", "from=none", "to=mq-deadline")) == 1
 	})
 }
 
@@ -220,7 +222,7 @@ reconcile_interval = "0"`))
 	// The listener drops a message or passes it on, never both: once the
 	// drop is logged, the forged event can have started nothing.
 	waitFor(t, 5*time.Second, "the forged event to be logged", func() bool {
-		return len(r.log.lines("dropped a forged uevent")) > 0
+		return len(r.log.Lines("dropped a forged uevent")) > 0
 	})
 	if b, _ := os.ReadFile("/sys/block/" + name + "/queue/scheduler"); !strings.Contains(string(b), "[none]") {
 		t.Fatalf("the daemon acted on a forged uevent: scheduler %s", b)

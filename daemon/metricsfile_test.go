@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iosched/iosched/internal/ueventtest"
 )
 
 // A metrics file the daemon no longer writes is removed: after a reload
@@ -45,21 +47,21 @@ func TestDaemonMetricsFileFollowsItsWriter(t *testing.T) {
 	reload(missing)
 	for i := range 3 {
 		addFakeDisk(t, r.d.fs.Root(), fmt.Sprintf("loop2001%d", i), 1)
-		c.msgs <- fakeMsg{b: kernelMsg("add", fmt.Sprintf("loop2001%d", i), "disk")}
+		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", fmt.Sprintf("loop2001%d", i), "disk")}
 		r.waitAttr(t, fmt.Sprintf("loop2001%d", i), "nr_requests", "64")
 	}
-	waitFor(t, 5*time.Second, "the write failure logged", func() bool { return len(r.log.lines("the metrics file cannot be written", "not-yet")) > 0 })
+	waitFor(t, 5*time.Second, "the write failure logged", func() bool { return len(r.log.Lines("the metrics file cannot be written", "not-yet")) > 0 })
 	// More tries (one a second): still one line.
 	waitFor(t, 10*time.Second, "three failed tries", func() bool { return r.d.metrics.Failures() >= 3 })
-	if got := r.log.lines("the metrics file cannot be written", "not-yet"); len(got) != 1 {
+	if got := r.log.Lines("the metrics file cannot be written", "not-yet"); len(got) != 1 {
 		t.Errorf("the write failure logged %d times, want once:\n%s", len(got), r.log)
 	}
 	if err := os.Mkdir(filepath.Dir(missing), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c.msgs <- fakeMsg{b: kernelMsg("change", "loop20000", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20000", "disk")}
 	waitFor(t, 5*time.Second, "the file written once its directory is there", func() bool { return exists(missing) })
-	waitFor(t, 5*time.Second, "the recovery logged", func() bool { return len(r.log.lines("the metrics file is written again", "not-yet")) == 1 })
+	waitFor(t, 5*time.Second, "the recovery logged", func() bool { return len(r.log.Lines("the metrics file is written again", "not-yet")) == 1 })
 
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
@@ -67,7 +69,7 @@ func TestDaemonMetricsFileFollowsItsWriter(t *testing.T) {
 	if exists(missing) {
 		t.Errorf("%s is still there after the daemon stopped: its counts are frozen", missing)
 	}
-	if len(r.log.lines("the metrics file removed", "c.prom")) != 1 {
+	if len(r.log.Lines("the metrics file removed", "c.prom")) != 1 {
 		t.Errorf("the removal at stop is not logged:\n%s", r.log)
 	}
 }

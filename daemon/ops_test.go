@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/iosched/iosched/internal/promtest"
+	"github.com/iosched/iosched/internal/ueventtest"
 )
 
 // metricsFile parses the metrics file as node_exporter's textfile collector
@@ -51,7 +52,7 @@ func TestDaemonWritesMetrics(t *testing.T) {
 	r, c := fakeDaemon(t, pol(first), "loop20000")
 
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	var fams map[string]*dto.MetricFamily
 	waitFor(t, 5*time.Second, "the metrics file to count the uevent and its disk", func() bool {
@@ -105,7 +106,7 @@ func TestDaemonWritesMetrics(t *testing.T) {
 func TestDaemonWithoutMetricsFile(t *testing.T) {
 	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state to show the last burst", func() bool {
 		st := r.state(t)
@@ -185,7 +186,7 @@ func TestDaemonFollowsKubeletConfigMap(t *testing.T) {
 		st := r.state(t)
 		return st.LastReload != nil && !st.LastReload.OK && len(st.LastReload.Errors) == 1 && strings.Contains(st.LastReload.Errors[0], "readahead_kb")
 	})
-	if len(r.log.lines("policy reload failed", "readahead_kb")) == 0 {
+	if len(r.log.Lines("policy reload failed", "readahead_kb")) == 0 {
 		t.Errorf("the log does not say why the reload failed:\n%s", r.log)
 	}
 	waitFor(t, 5*time.Second, "the metrics to count the load error", func() bool {
@@ -194,8 +195,12 @@ func TestDaemonFollowsKubeletConfigMap(t *testing.T) {
 	})
 	// The old policy is in force: a reconcile finds nothing to change.
 	writes := r.d.writes.Load()
+	asked := time.Now()
 	r.signals <- syscall.SIGUSR1
-	waitFor(t, 5*time.Second, "the reconcile", func() bool { return len(r.log.lines("msg=\"scan done\"", "reason=reconcile")) > 0 })
+	waitFor(t, 5*time.Second, "the state to show the reconcile", func() bool {
+		s := r.state(t).LastScan
+		return s != nil && s.Reason == "reconcile" && !s.At.Before(asked)
+	})
 	if got := r.attr(t, "loop20000", "nr_requests"); got != "32" || r.d.writes.Load() != writes {
 		t.Errorf("after a refused policy: nr_requests %s, %d writes", got, r.d.writes.Load()-writes)
 	}
@@ -215,7 +220,7 @@ func TestUdevModeRefusedInPrivateNetworkNamespace(t *testing.T) {
 	policyPath := filepath.Join(dir, "policy.toml")
 	writeFile(t, policyPath, testPolicy(""))
 	var log bytes.Buffer
-	fd := &fakeDialer{conns: []*fakeConn{newFakeConn()}}
+	fd := newFakeDialer(ueventtest.NewConn())
 	d, err := New(Config{
 		PolicyPath: policyPath, FS: fakeTree(t, "loop20000"), UeventSource: "udev",
 		RuntimeDir: filepath.Join(dir, "run"), StateDir: filepath.Join(dir, "state"),
@@ -232,8 +237,8 @@ func TestUdevModeRefusedInPrivateNetworkNamespace(t *testing.T) {
 	if !errors.Is(err, ErrUdevUnreachable) || !strings.Contains(err.Error(), "/usr/share/iosched/udev-mode.conf") || !strings.Contains(err.Error(), `uevent_source = "kernel"`) {
 		t.Errorf("Run = %v", err)
 	}
-	if fd.count() != 0 {
-		t.Errorf("the refused daemon opened %d uevent sockets", fd.count())
+	if fd.Count() != 0 {
+		t.Errorf("the refused daemon opened %d uevent sockets", fd.Count())
 	}
 	if got := readFake(t, d.fs, "loop20000", "scheduler"); got != "none" {
 		t.Errorf("the refused daemon wrote: scheduler %s", got)

@@ -115,10 +115,10 @@ func TestIntegrationProbeDaemon(t *testing.T) {
 		}
 		return false
 	})
-	if n := len(r.log.lines("msg=\"probe started\"", "device="+name)); n != 1 {
+	if n := len(r.log.Lines("msg=\"probe started\"", "device="+name)); n != 1 {
 		t.Errorf("%d probes started, want 1", n)
 	}
-	if n := len(r.log.lines("msg=set", "device="+name, "attribute=scheduler", "to="+winner, "probe: ")); n != 1 {
+	if n := len(r.log.Lines("msg=set", "device="+name, "attribute=scheduler", "to="+winner, "probe: ")); n != 1 {
 		t.Errorf("%d log lines set the winner with its provenance, want 1", n)
 	}
 	if err := r.stop(t); err != nil {
@@ -133,7 +133,7 @@ func TestIntegrationProbeDaemon(t *testing.T) {
 	r2 := start(t, pol, withStateDir(state))
 	waitFor(t, 5*time.Second, "the remembered winner on the disk", func() bool { return activeScheduler(t, name) == winner })
 	ds = r2.diskState(t, name)
-	if len(r2.log.lines("probe decision reused", "device="+name, "from=\"remembered ")) != 1 || len(r2.log.lines("probe started")) != 0 {
+	if len(r2.log.Lines("probe decision reused", "device="+name, "from=\"remembered ")) != 1 || len(r2.log.Lines("probe started")) != 0 {
 		t.Errorf("after a restart: want the remembered decision and no probe")
 	}
 	if err := r2.stop(t); err != nil {
@@ -155,7 +155,7 @@ func TestIntegrationProbeDaemon(t *testing.T) {
 		ds = r3.diskState(t, name)
 		return ds != nil && ds.Probe != nil && ds.Probe.Status == "decided" && strings.HasPrefix(ds.Probe.From, "seeded from "+seedDir)
 	})
-	if len(r3.log.lines("probe started")) != 0 {
+	if len(r3.log.Lines("probe started")) != 0 {
 		t.Errorf("a seeded decision was probed again")
 	}
 }
@@ -182,7 +182,7 @@ func TestIntegrationProbeDaemonStop(t *testing.T) {
 	if s := activeScheduler(t, name); s != "kyber" {
 		t.Errorf("scheduler after the stop = %s, want kyber restored", s)
 	}
-	if len(r.log.lines("probe cancelled", "device="+name)) != 1 {
+	if len(r.log.Lines("probe cancelled", "device="+name)) != 1 {
 		t.Errorf("the cancelled probe is not logged")
 	}
 	if _, err := os.Stat(filepath.Join(state, "probes.json")); err == nil {
@@ -197,11 +197,11 @@ func TestIntegrationProbeDaemonReload(t *testing.T) {
 	requireLoops(t)
 	name := probedLoop(t, 22502)
 	r := start(t, probePolicy(name, "2s", 3, ""), withStateDir(t.TempDir()))
-	waitFor(t, 10*time.Second, "the probe to start", func() bool { return len(r.log.lines("probe started", "device="+name)) == 1 })
+	waitFor(t, 10*time.Second, "the probe to start", func() bool { return len(r.log.Lines("probe started", "device="+name)) == 1 })
 	writeFile(t, r.policy, probePolicy(name, "150ms", 1, ""))
 	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the probe to be cancelled", func() bool { return len(r.log.lines("probe cancelled", "device="+name)) == 1 })
-	waitFor(t, 20*time.Second, "the second probe's decision", func() bool { return len(r.log.lines("probe decided", "device="+name)) == 1 })
+	waitFor(t, 5*time.Second, "the probe to be cancelled", func() bool { return len(r.log.Lines("probe cancelled", "device="+name)) == 1 })
+	waitFor(t, 20*time.Second, "the second probe's decision", func() bool { return len(r.log.Lines("probe decided", "device="+name)) == 1 })
 	var winner string
 	waitFor(t, 5*time.Second, "the decision in the state file", func() bool {
 		ds := r.diskState(t, name)
@@ -212,7 +212,7 @@ func TestIntegrationProbeDaemonReload(t *testing.T) {
 		return true
 	})
 	waitFor(t, 5*time.Second, "the winner on the disk", func() bool { return activeScheduler(t, name) == winner })
-	if n := len(r.log.lines("probe started", "device="+name)); n != 2 {
+	if n := len(r.log.Lines("probe started", "device="+name)); n != 2 {
 		t.Errorf("%d probes started, want 2 (one cancelled by the reload)", n)
 	}
 }
@@ -233,7 +233,7 @@ func TestIntegrationProbeDaemonConcurrency(t *testing.T) {
 	// In log order, each start is followed by its own decision before
 	// the next start.
 	var order []string
-	for _, line := range r.log.lines("probe ") {
+	for _, line := range r.log.Lines("probe ") {
 		switch {
 		case strings.Contains(line, `msg="probe started"`):
 			order = append(order, "start")
@@ -275,7 +275,7 @@ func TestIntegrationProbeDaemonStuckDisk(t *testing.T) {
 	if gate.Waiting() == 0 {
 		t.Fatal("no read waits at the gate: the disk never stopped answering")
 	}
-	if len(r.log.lines("probe failed", "device="+name, "not back yet")) != 1 {
+	if len(r.log.Lines("probe failed", "device="+name, "not back yet")) != 1 {
 		t.Errorf("the failed probe and its pending restore are not logged:\n%s", r.log)
 	}
 	if s := activeScheduler(t, name); s == "kyber" {

@@ -67,10 +67,10 @@ func TestProbeSeededWithoutProbing(t *testing.T) {
 	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
 		t.Fatalf("scheduler after the start = %s, want the seeded mq-deadline", got)
 	}
-	if len(r.log.lines("msg=set", "attribute=scheduler", "to=kyber")) != 0 || len(r.log.lines("probe started")) != 0 {
+	if len(r.log.Lines("msg=set", "attribute=scheduler", "to=kyber")) != 0 || len(r.log.Lines("probe started")) != 0 {
 		t.Errorf("the interim scheduler was set, or a probe started, despite the seeded result")
 	}
-	if len(r.log.lines("msg=set", "attribute=scheduler", "to=mq-deadline", "probe: mq-deadline 200K IOPS vs none 100K")) != 1 {
+	if len(r.log.Lines("msg=set", "attribute=scheduler", "to=mq-deadline", "probe: mq-deadline 200K IOPS vs none 100K")) != 1 {
 		t.Errorf("the winner is not logged with its provenance")
 	}
 	waitFor(t, 5*time.Second, "the seeded decision in the state file", func() bool {
@@ -126,7 +126,7 @@ func TestProbePendingInterim(t *testing.T) {
 		ds := r.state(t).Disks["loop20000"]
 		return ds != nil && ds.Probe != nil && ds.Probe.Status == "refused" && ds.Probe.Interim == "kyber" && strings.Contains(ds.Probe.Error, "probe refused")
 	})
-	if len(r.log.lines("probe queued", "device=loop20000", "interim=kyber")) != 1 || len(r.log.lines("probe refused", "device=loop20000")) != 1 {
+	if len(r.log.Lines("probe queued", "device=loop20000", "interim=kyber")) != 1 || len(r.log.Lines("probe refused", "device=loop20000")) != 1 {
 		t.Errorf("the queued and refused probe are not logged once each")
 	}
 	if got := r.attr(t, "loop20000", "scheduler"); got != "kyber" {
@@ -145,7 +145,7 @@ func TestProbeBudget(t *testing.T) {
 		ds := r.state(t).Disks["loop20000"]
 		return ds != nil && ds.Probe != nil && ds.Probe.Status == "budget"
 	})
-	if len(r.log.lines("probe_budget spent", "device=loop20000")) != 1 || len(r.log.lines("probe started")) != 0 {
+	if len(r.log.Lines("probe_budget spent", "device=loop20000")) != 1 || len(r.log.Lines("probe started")) != 0 {
 		t.Errorf("want the budget logged once and no probe started")
 	}
 	if got := r.attr(t, "loop20000", "scheduler"); got != "kyber" {
@@ -316,7 +316,7 @@ func TestProbeDisturbedNotReused(t *testing.T) {
 	if got := r.attr(t, "loop20000", "scheduler"); got != "kyber" {
 		t.Errorf("scheduler after the start = %s, want the interim kyber (the disturbed result not used)", got)
 	}
-	if len(r.log.lines("probe decision reused")) != 0 || len(r.log.lines("probe queued", "device=loop20000")) != 1 {
+	if len(r.log.Lines("probe decision reused")) != 0 || len(r.log.Lines("probe queued", "device=loop20000")) != 1 {
 		t.Errorf("the disturbed result was reused, or no probe was queued:\n%s", r.log)
 	}
 }

@@ -7,15 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/ueventtest"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/sysfs"
 )
 
-func fakeDaemonWith(t *testing.T, policyText string, mod func(*Config), disks ...string) (*running, *fakeConn) {
+func fakeDaemonWith(t *testing.T, policyText string, mod func(*Config), disks ...string) (*running, *ueventtest.Conn) {
 	t.Helper()
 	fs := fakeTree(t, disks...)
-	c := newFakeConn()
-	fd := &fakeDialer{conns: []*fakeConn{c}}
+	c := ueventtest.NewConn()
+	fd := newFakeDialer(c)
 	r := start(t, policyText, func(cfg *Config) {
 		cfg.FS = fs
 		cfg.dial = fd.dial
@@ -39,7 +40,7 @@ rotational = false
 read_ahead_kb = 4
 `)
 	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "reload scan", func() bool { return len(r.log.lines("scan done", `reason=reload`)) == 1 })
+	waitFor(t, 5*time.Second, "reload scan", func() bool { return len(r.log.Lines("scan done", `reason=reload`)) == 1 })
 	if got := r.attr(t, "loop20000", "read_ahead_kb"); got != "4" {
 		t.Errorf("after a reload adding a rotational rule, read_ahead_kb = %s, want 4", got)
 	}
@@ -74,7 +75,7 @@ nowait = false
 read_ahead_kb = 4
 `)
 	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "reload scan", func() bool { return len(r.log.lines("scan done", `reason=reload`)) == 1 })
+	waitFor(t, 5*time.Second, "reload scan", func() bool { return len(r.log.Lines("scan done", `reason=reload`)) == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if !tested["loop20000"] {
@@ -101,12 +102,12 @@ func TestStuckDiskDoesNotBlockLaterRescans(t *testing.T) {
 	}, "loop20000")
 	defer close(release)
 	stuck.Store(true)
-	c.msgs <- fakeMsg{err: syscall.ENOBUFS} // rescan 1: hangs on loop20000
+	c.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS} // rescan 1: hangs on loop20000
 	<-entered
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
-	c.msgs <- fakeMsg{err: syscall.ENOBUFS} // loop20001's add was lost
+	c.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS} // loop20001's add was lost
 	r.waitAttr(t, "loop20001", "scheduler", "mq-deadline")
-	if len(r.log.lines("still being written after the scan timeout")) == 0 {
+	if len(r.log.Lines("still being written after the scan timeout")) == 0 {
 		t.Error("the stuck disk was not logged")
 	}
 }

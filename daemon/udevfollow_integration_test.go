@@ -18,6 +18,7 @@ import (
 
 	"github.com/iosched/iosched/conflicts"
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/internal/ueventtest"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -134,7 +135,7 @@ func TestIntegrationUdevdRuleDoesNotWin(t *testing.T) {
 		t.Fatalf("the control loop (the rule, no policy) has %q: udevd did not run the rule", got)
 	}
 	overrides := func() int {
-		return len(r.log.lines(`msg="a udev rule overrode the policy; put back"`, "from=bfq", "to=mq-deadline",
+		return len(r.log.Lines(`msg="a udev rule overrode the policy; put back"`, "from=bfq", "to=mq-deadline",
 			"udev_rule=/etc/udev/rules.d/99-iosched-test.rules:1"))
 	}
 	t.Logf("hot-plug: %d of %d loops had bfq from udevd put back", overrides(), udevdLoops)
@@ -159,7 +160,7 @@ func TestIntegrationUdevdRuleDoesNotWin(t *testing.T) {
 	if overrides() == 0 {
 		t.Errorf("no override logged: udevd never wrote bfq over the policy, so this test did not test it")
 	}
-	if lines := r.log.lines("level=ERROR"); len(lines) > 0 {
+	if lines := r.log.Lines("level=ERROR"); len(lines) > 0 {
 		t.Errorf("errors logged: %q", lines)
 	}
 }
@@ -286,7 +287,7 @@ func startPrivateUdevd(t *testing.T, rules string) *privateUdevd {
 	script := mounts + ` && { "$1" & pid=$!; echo ready; read _; kill $pid; wait $pid; }`
 	u := &privateUdevd{cmd: exec.Command("unshare", "-m", "--propagation", "private", "--", "sh", "-c", script, "sh", bin)}
 	u.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var log logBuffer
+	var log ueventtest.LogBuffer
 	u.cmd.Stderr = &log
 	stdin, err := u.cmd.StdinPipe()
 	if err != nil {

@@ -6,11 +6,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iosched/iosched/internal/ueventtest"
 )
 
 // followedDaemon runs a daemon on a fake tree whose udevd socket the test
 // feeds, with a udev rule that sets bfq on its loops under rulesRoot.
-func followedDaemon(t *testing.T, mods ...func(*Config)) (r *running, kernel, udevd *fakeConn) {
+func followedDaemon(t *testing.T, mods ...func(*Config)) (r *running, kernel, udevd *ueventtest.Conn) {
 	t.Helper()
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "etc/udev/rules.d"), 0o755); err != nil {
@@ -18,8 +20,8 @@ func followedDaemon(t *testing.T, mods ...func(*Config)) (r *running, kernel, ud
 	}
 	writeFile(t, filepath.Join(root, "etc/udev/rules.d/99-bfq.rules"),
 		"# the rule under test\nACTION==\"add|change\", SUBSYSTEM==\"block\", KERNEL==\"loop2[0-3][0-9][0-9][0-9]\", ATTR{queue/scheduler}=\"bfq\"\n")
-	udevd = newFakeConn()
-	ud := &fakeDialer{conns: []*fakeConn{udevd}}
+	udevd = ueventtest.NewConn()
+	ud := newFakeDialer(udevd)
 	r, kernel = fakeDaemonWith(t, testPolicy(""), func(c *Config) {
 		c.followDial = ud.dial
 		c.RulesRoot = root
@@ -39,20 +41,20 @@ func TestDaemonFollowsUdevd(t *testing.T) {
 
 	// The rule ran: bfq. udevd says it is done.
 	writeFile(t, sched, "none mq-deadline kyber [bfq]\n")
-	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
+	udevd.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop20000", "disk")}
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
 	waitFor(t, 5*time.Second, "the override to be logged", func() bool {
-		return len(r.log.lines(`msg="a udev rule overrode the policy; put back"`, "device=loop20000", "attribute=scheduler",
+		return len(r.log.Lines(`msg="a udev rule overrode the policy; put back"`, "device=loop20000", "attribute=scheduler",
 			"from=bfq", "to=mq-deadline", "udev_rule=/etc/udev/rules.d/99-bfq.rules:2")) == 1
 	})
-	if n := len(r.log.lines("drift repaired")); n != 0 {
+	if n := len(r.log.Lines("drift repaired")); n != 0 {
 		t.Errorf("the override also logged as drift (%d lines)", n)
 	}
 
 	// Only what moved is written: udevd's event for a disk in policy
 	// reads and writes nothing.
 	w, passes := r.d.writes.Load(), r.d.passes.Load()
-	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
+	udevd.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop20000", "disk")}
 	r.waitPasses(t, passes+1) // the pass udevd's event asks for
 	if w2 := r.d.writes.Load(); w2 != w {
 		t.Errorf("%d writes after udevd's event on a disk in policy", w2-w)
@@ -60,30 +62,30 @@ func TestDaemonFollowsUdevd(t *testing.T) {
 
 	// Changed to a value no rule read writes: said so, and put back.
 	writeFile(t, sched, "none mq-deadline [kyber] bfq\n")
-	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
+	udevd.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop20000", "disk")}
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
 	waitFor(t, 5*time.Second, "the change to be logged", func() bool {
-		return len(r.log.lines("changed while udevd handled the disk's event", "from=kyber")) == 1
+		return len(r.log.Lines("changed while udevd handled the disk's event", "from=kyber")) == 1
 	})
 
 	// Lost udevd events: every disk is checked.
 	writeFile(t, sched, "none mq-deadline kyber [bfq]\n")
-	udevd.msgs <- fakeMsg{err: syscall.ENOBUFS}
+	udevd.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS}
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
 	waitFor(t, 5*time.Second, "the scan to be logged", func() bool {
-		return len(r.log.lines("scan done", `reason="udevd events lost"`)) == 1
+		return len(r.log.Lines("scan done", `reason="udevd events lost"`)) == 1
 	})
-	if lines := r.log.lines("level=ERROR"); len(lines) > 0 {
+	if lines := r.log.Lines("level=ERROR"); len(lines) > 0 {
 		t.Errorf("errors logged: %q", lines)
 	}
 }
 
 // In udev mode the daemon's own socket is udevd's: nothing more is opened.
 func TestDaemonUdevModeDoesNotFollowTwice(t *testing.T) {
-	ud := &fakeDialer{}
+	ud := newFakeDialer()
 	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nuevent_source = \"udev\"\n"), func(c *Config) { c.followDial = ud.dial }, "loop20000")
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
-	if n := ud.count(); n != 0 {
+	if n := ud.Count(); n != 0 {
 		t.Errorf("udev mode opened %d more sockets", n)
 	}
 }
@@ -96,29 +98,29 @@ func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
 	r, kernel, udevd := followedDaemon(t, func(c *Config) { c.udevdGrace = 300 * time.Millisecond })
 	root := r.d.fs.Root()
 	// udevd is heard: it runs.
-	udevd.msgs <- fakeMsg{b: udevdMsg("change", "loop20000", "disk")}
+	udevd.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop20000", "disk")}
 	waitFor(t, 5*time.Second, "udevd to be heard", func() bool { return !r.d.follow.Heard().IsZero() })
 
 	addFakeDisk(t, root, "loop20001", 1)
-	kernel.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
+	kernel.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	waitFor(t, 5*time.Second, "the disk to be left to udevd", func() bool {
-		return len(r.log.lines("left to udevd first", "device=loop20001", "udev_rule=/etc/udev/rules.d/99-bfq.rules:2")) == 1
+		return len(r.log.Lines("left to udevd first", "device=loop20001", "udev_rule=/etc/udev/rules.d/99-bfq.rules:2")) == 1
 	})
 	if got := r.attr(t, "loop20001", "scheduler"); got != "none" {
 		t.Fatalf("loop20001 written before udevd was done: scheduler %s", got)
 	}
 	writeFile(t, filepath.Join(root, "block/loop20001/queue/scheduler"), "none mq-deadline kyber [bfq]\n")
-	udevd.msgs <- fakeMsg{b: udevdMsg("add", "loop20001", "disk")}
+	udevd.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "scheduler", "mq-deadline")
 	// The pass logs its writes once they are all done: after the value.
 	waitFor(t, 5*time.Second, "the override to be logged once, naming the rule", func() bool {
-		return len(r.log.lines("a udev rule overrode the policy", "device=loop20001", "from=bfq", "udev_rule=/etc/udev/rules.d/99-bfq.rules:2")) == 1
+		return len(r.log.Lines("a udev rule overrode the policy", "device=loop20001", "from=bfq", "udev_rule=/etc/udev/rules.d/99-bfq.rules:2")) == 1
 	})
 
 	// udevd says nothing: written after the grace.
 	addFakeDisk(t, root, "loop20002", 2)
 	start := time.Now()
-	kernel.msgs <- fakeMsg{b: kernelMsg("add", "loop20002", "disk")}
+	kernel.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20002", "disk")}
 	r.waitAttr(t, "loop20002", "scheduler", "mq-deadline")
 	if took := time.Since(start); took < 250*time.Millisecond {
 		t.Errorf("loop20002 written %s after its uevent, before the grace", took)

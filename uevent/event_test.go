@@ -7,6 +7,7 @@ import (
 
 	"github.com/pilebones/go-udev/netlink"
 
+	"github.com/iosched/iosched/internal/ueventtest"
 	"github.com/iosched/iosched/sysfs"
 )
 
@@ -30,11 +31,11 @@ func TestParseEvent(t *testing.T) {
 		want   Event
 		hasErr bool
 	}{
-		{"add of a disk", kernelMsg("add", "loop7", "disk"), false, true, Event{Action: "add", Name: "loop7"}, false},
-		{"change of a disk", kernelMsg("change", "vda", "disk"), false, true, Event{Action: "change", Name: "vda"}, false},
-		{"remove of a disk", kernelMsg("remove", "loop7", "disk"), false, true, Event{Action: "remove", Name: "loop7"}, false},
-		{"a partition", kernelMsg("add", "vda1", "partition"), false, false, Event{}, false},
-		{"bind is not for us", kernelMsg("bind", "vda", "disk"), false, false, Event{}, false},
+		{"add of a disk", ueventtest.KernelMsg("add", "loop7", "disk"), false, true, Event{Action: "add", Name: "loop7"}, false},
+		{"change of a disk", ueventtest.KernelMsg("change", "vda", "disk"), false, true, Event{Action: "change", Name: "vda"}, false},
+		{"remove of a disk", ueventtest.KernelMsg("remove", "loop7", "disk"), false, true, Event{Action: "remove", Name: "loop7"}, false},
+		{"a partition", ueventtest.KernelMsg("add", "vda1", "partition"), false, false, Event{}, false},
+		{"bind is not for us", ueventtest.KernelMsg("bind", "vda", "disk"), false, false, Event{}, false},
 		{"another subsystem", []byte("add@/devices/virtual/bdi/7:7\x00ACTION=add\x00DEVPATH=/devices/virtual/bdi/7:7\x00SUBSYSTEM=bdi\x00"), false, false, Event{}, false},
 		{"the kernel name, not DEVNAME", []byte("add@/devices/pci0000:00/cciss!c0d0\x00ACTION=add\x00DEVPATH=/devices/pci0000:00/cciss!c0d0\x00SUBSYSTEM=block\x00DEVNAME=cciss/c0d0\x00DEVTYPE=disk\x00"), false, true, Event{Action: "add", Name: "cciss!c0d0"}, false},
 		{"garbage", []byte("hello"), false, false, Event{}, false},
@@ -86,18 +87,18 @@ func TestParseUdevd(t *testing.T) {
 		raw  []byte
 		want string // the disk, "" when dropped
 	}{
-		{"change of a disk", udevdMsg("change", "loop20000", "disk"), "loop20000"},
-		{"add of a disk", udevdMsg("add", "loop20000", "disk"), "loop20000"},
-		{"remove", udevdMsg("remove", "loop20000", "disk"), ""},
-		{"partition", udevdMsg("add", "loop20000p1", "partition"), ""},
-		{"kernel format", kernelMsg("add", "loop20000", "disk"), ""},
-		{"bad magic", func() []byte { b := udevdMsg("add", "loop20000", "disk"); b[8] = 0; return b }(), ""},
+		{"change of a disk", ueventtest.UdevdMsg("change", "loop20000", "disk"), "loop20000"},
+		{"add of a disk", ueventtest.UdevdMsg("add", "loop20000", "disk"), "loop20000"},
+		{"remove", ueventtest.UdevdMsg("remove", "loop20000", "disk"), ""},
+		{"partition", ueventtest.UdevdMsg("add", "loop20000p1", "partition"), ""},
+		{"kernel format", ueventtest.KernelMsg("add", "loop20000", "disk"), ""},
+		{"bad magic", func() []byte { b := ueventtest.UdevdMsg("add", "loop20000", "disk"); b[8] = 0; return b }(), ""},
 		{"offset past the end", func() []byte {
-			b := udevdMsg("add", "loop20000", "disk")
+			b := ueventtest.UdevdMsg("add", "loop20000", "disk")
 			binary.NativeEndian.PutUint32(b[16:], uint32(len(b)+1))
 			return b
 		}(), ""},
-		{"unterminated property", udevdMsg("add", "loop20000", "disk")[:len(udevdMsg("add", "loop20000", "disk"))-1], ""},
+		{"unterminated property", ueventtest.UdevdMsg("add", "loop20000", "disk")[:len(ueventtest.UdevdMsg("add", "loop20000", "disk"))-1], ""},
 	} {
 		ev, ok := parseUdevd(tc.raw)
 		if got := map[bool]string{true: ev.Name}[ok]; got != tc.want {
@@ -112,7 +113,7 @@ func TestParseUdevd(t *testing.T) {
 // scanKernel reads what go-udev's ParseUEvent reads from every kernel
 // message both accept (go test -fuzz FuzzScanKernel ./uevent).
 func FuzzScanKernel(f *testing.F) {
-	f.Add(kernelMsg("add", "loop7", "disk"))
+	f.Add(ueventtest.KernelMsg("add", "loop7", "disk"))
 	f.Add([]byte("change@/devices/virtual/block/loop7\x00ACTION=change\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=7\x00DEVTYPE=disk\x00DISKSEQ=42\x00"))
 	f.Add([]byte("add@/devices/virtual/bdi/7:7\x00ACTION=add\x00SUBSYSTEM=bdi\x00"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -145,7 +146,7 @@ func FuzzScanKernel(f *testing.F) {
 // introduced).
 func TestParseAllocs(t *testing.T) {
 	k := []byte("change@/devices/virtual/block/loop7\x00ACTION=change\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=7\x00DEVTYPE=disk\x00DISKSEQ=42\x00")
-	u := udevdMsg("change", "loop20000", "disk")
+	u := ueventtest.UdevdMsg("change", "loop20000", "disk")
 	if n := testing.AllocsPerRun(100, func() { _, _, _ = parse(k, false) }); n > 7 {
 		t.Errorf("kernel uevent: %v allocations, want at most 7", n)
 	}

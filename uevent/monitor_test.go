@@ -9,14 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/ueventtest"
 	"github.com/pilebones/go-udev/netlink"
 )
 
 // startMonitor runs a kernel monitor over the dialer's sockets until the
 // test ends.
-func startMonitor(t *testing.T, fd *fakeDialer) (<-chan Event, *logBuffer) {
+func startMonitor(t *testing.T, fd *fakeDialer) (<-chan Event, *ueventtest.LogBuffer) {
 	t.Helper()
-	log := &logBuffer{}
+	log := &ueventtest.LogBuffer{}
 	m, err := Listen(Options{Dial: fd.dial, Log: slog.New(slog.NewTextHandler(log, nil)), Buffer: 16})
 	if err != nil {
 		t.Fatal(err)
@@ -42,73 +43,71 @@ func next(t *testing.T, events <-chan Event) Event {
 }
 
 func TestMonitorENOBUFSMeansRescanAndKeepsTheSocket(t *testing.T) {
-	c := newFakeConn()
-	fd := &fakeDialer{conns: []*fakeConn{c}}
+	c := ueventtest.NewConn()
+	fd := newFakeDialer(c)
 	events, log := startMonitor(t, fd)
-	c.msgs <- fakeMsg{err: fmt.Errorf("recvmsg: %w", syscall.ENOBUFS)}
-	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20001", "disk")}
+	c.Msgs <- ueventtest.Msg{Err: fmt.Errorf("recvmsg: %w", syscall.ENOBUFS)}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	if ev := next(t, events); !ev.Lost {
 		t.Fatalf("after ENOBUFS got %+v, want a lost-events notice", ev)
 	}
 	if ev := next(t, events); ev.Name != "loop20001" {
 		t.Fatalf("after ENOBUFS got %+v, want the next event from the same socket", ev)
 	}
-	if fd.count() != 1 {
-		t.Errorf("dialed %d times; ENOBUFS must not reconnect", fd.count())
+	if fd.Count() != 1 {
+		t.Errorf("dialed %d times; ENOBUFS must not reconnect", fd.Count())
 	}
-	if len(log.lines("uevents were lost")) != 1 {
+	if len(log.Lines("uevents were lost")) != 1 {
 		t.Errorf("log does not say events were lost:\n%s", log)
 	}
 }
 
 func TestMonitorReconnectsAfterSocketError(t *testing.T) {
-	first, second := newFakeConn(), newFakeConn()
-	fd := &fakeDialer{conns: []*fakeConn{first, second}}
+	first, second := ueventtest.NewConn(), ueventtest.NewConn()
+	fd := newFakeDialer(first, second)
 	events, log := startMonitor(t, fd)
-	first.msgs <- fakeMsg{err: syscall.EBADF}
+	first.Msgs <- ueventtest.Msg{Err: syscall.EBADF}
 	if ev := next(t, events); !ev.Lost {
 		t.Fatalf("after a socket error got %+v, want a lost-events notice (rescan)", ev)
 	}
-	second.msgs <- fakeMsg{b: kernelMsg("change", "loop20002", "disk")}
+	second.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20002", "disk")}
 	if ev := next(t, events); ev.Name != "loop20002" {
 		t.Fatalf("got %+v, want the event from the new socket", ev)
 	}
-	if fd.count() != 2 {
-		t.Errorf("dialed %d times, want 2", fd.count())
+	if fd.Count() != 2 {
+		t.Errorf("dialed %d times, want 2", fd.Count())
 	}
 	select {
-	case <-first.closed:
+	case <-first.Closed():
 	default:
 		t.Error("the broken socket was not closed")
 	}
-	if len(log.lines("reconnecting")) == 0 || len(log.lines("reconnected")) == 0 {
+	if len(log.Lines("reconnecting")) == 0 || len(log.Lines("reconnected")) == 0 {
 		t.Errorf("log does not tell the reconnection:\n%s", log)
 	}
 }
 
 func TestMonitorKeepsRetryingTheSocket(t *testing.T) {
-	c, later := newFakeConn(), newFakeConn()
-	fd := &fakeDialer{conns: []*fakeConn{c}}
+	c, later := ueventtest.NewConn(), ueventtest.NewConn()
+	fd := newFakeDialer(c)
 	events, log := startMonitor(t, fd)
-	c.msgs <- fakeMsg{err: syscall.EBADF}
-	waitFor(t, 5*time.Second, "two failed reconnects", func() bool { return len(log.lines("reconnecting failed")) >= 2 })
-	fd.mu.Lock()
-	fd.conns = append(fd.conns, later)
-	fd.mu.Unlock()
+	c.Msgs <- ueventtest.Msg{Err: syscall.EBADF}
+	waitFor(t, 5*time.Second, "two failed reconnects", func() bool { return len(log.Lines("reconnecting failed")) >= 2 })
+	fd.Add(later)
 	if ev := next(t, events); !ev.Lost {
 		t.Fatalf("got %+v, want a lost-events notice once reconnected", ev)
 	}
 }
 
 func TestMonitorDropsForgedEvents(t *testing.T) {
-	c := newFakeConn()
-	events, log := startMonitor(t, &fakeDialer{conns: []*fakeConn{c}})
-	c.msgs <- fakeMsg{err: fmt.Errorf("%w: kernel group message sent by pid 4242", netlink.ErrUntrustedSender)}
-	c.msgs <- fakeMsg{b: kernelMsg("add", "loop20003", "disk")}
+	c := ueventtest.NewConn()
+	events, log := startMonitor(t, newFakeDialer(c))
+	c.Msgs <- ueventtest.Msg{Err: fmt.Errorf("%w: kernel group message sent by pid 4242", netlink.ErrUntrustedSender)}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20003", "disk")}
 	if ev := next(t, events); ev.Name != "loop20003" || ev.Lost {
 		t.Fatalf("got %+v, want only the genuine event", ev)
 	}
-	if got := log.lines("dropped a forged uevent"); len(got) != 1 || !strings.Contains(got[0], "pid 4242") {
+	if got := log.Lines("dropped a forged uevent"); len(got) != 1 || !strings.Contains(got[0], "pid 4242") {
 		t.Errorf("log does not report the forged event with its sender:\n%s", log)
 	}
 }
@@ -116,8 +115,8 @@ func TestMonitorDropsForgedEvents(t *testing.T) {
 // Close unblocks a reader waiting for a message and returns once it has
 // ended, the socket closed.
 func TestMonitorCloseUnblocksTheReader(t *testing.T) {
-	c := newFakeConn()
-	m, err := Listen(Options{Dial: (&fakeDialer{conns: []*fakeConn{c}}).dial})
+	c := ueventtest.NewConn()
+	m, err := Listen(Options{Dial: newFakeDialer(c).dial})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +133,7 @@ func TestMonitorCloseUnblocksTheReader(t *testing.T) {
 		t.Fatal("Close did not return: the reader was not unblocked")
 	}
 	select {
-	case <-c.closed:
+	case <-c.Closed():
 	default:
 		t.Error("the socket is still open after Close")
 	}
@@ -142,15 +141,15 @@ func TestMonitorCloseUnblocksTheReader(t *testing.T) {
 
 // Close ends a reconnect waiting out its backoff.
 func TestMonitorCloseEndsAReconnect(t *testing.T) {
-	c := newFakeConn()
-	log := &logBuffer{}
-	m, err := Listen(Options{Dial: (&fakeDialer{conns: []*fakeConn{c}}).dial, Log: slog.New(slog.NewTextHandler(log, nil))})
+	c := ueventtest.NewConn()
+	log := &ueventtest.LogBuffer{}
+	m, err := Listen(Options{Dial: newFakeDialer(c).dial, Log: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Start()
-	c.msgs <- fakeMsg{err: syscall.EBADF}
-	waitFor(t, 5*time.Second, "a failed reconnect", func() bool { return len(log.lines("reconnecting failed")) >= 1 })
+	c.Msgs <- ueventtest.Msg{Err: syscall.EBADF}
+	waitFor(t, 5*time.Second, "a failed reconnect", func() bool { return len(log.Lines("reconnecting failed")) >= 1 })
 	done := make(chan struct{})
 	go func() { m.Close(); close(done) }()
 	select {
@@ -164,8 +163,8 @@ func TestMonitorCloseEndsAReconnect(t *testing.T) {
 // reader has ended; a message heard, kept or not, is when udevd last
 // spoke.
 func TestMonitorRunAsATask(t *testing.T) {
-	c := newFakeConn()
-	m, err := Listen(Options{Source: UdevDone, Dial: (&fakeDialer{conns: []*fakeConn{c}}).dial})
+	c := ueventtest.NewConn()
+	m, err := Listen(Options{Source: UdevDone, Dial: newFakeDialer(c).dial})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +179,8 @@ func TestMonitorRunAsATask(t *testing.T) {
 	if !m.Heard().IsZero() {
 		t.Error("heard before any message")
 	}
-	c.msgs <- fakeMsg{b: udevdMsg("remove", "loop1", "disk")} // not kept
-	c.msgs <- fakeMsg{b: udevdMsg("change", "loop2", "disk")}
+	c.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("remove", "loop1", "disk")} // not kept
+	c.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop2", "disk")}
 	if ev := next(t, m.Events()); ev.Name != "loop2" || !ev.UdevDone {
 		t.Errorf("got %+v, want loop2's change, udevd done", ev)
 	}
@@ -198,7 +197,7 @@ func TestMonitorRunAsATask(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 	select {
-	case <-c.closed:
+	case <-c.Closed():
 	default:
 		t.Error("the socket is still open after Run returned")
 	}
