@@ -20,18 +20,14 @@ const (
 	EnginePsync   = probeopt.EnginePsync
 )
 
-// engineSpec is one engine. Adding an engine is a file with its type and
-// constructor, and an entry in engines; its name goes in probeopt's list
-// too, which the policy validates [rule.probe] against without this
-// package (TestEngineTable fails until it is there).
-type engineSpec struct {
-	name string
+// engineCode is an engine's code, attached to the entry of probeopt's
+// engine list (its name, what it can report) that the policy validates
+// [rule.probe] against without this package. Adding an engine is a file
+// with its type and constructor, its entry in probeopt, and its code here
+// under the entry's name (TestEngineTable fails until both are there).
+type engineCode struct {
 	// new returns the engine, or why the kernel does not allow it here.
 	new func() (Engine, error)
-	// seesPunting: the engine's samples count how often io_uring's worker
-	// threads ran (Sample.WorkerRuns), so a report can say whether reads
-	// were punted out of line.
-	seesPunting bool
 	// procs is how many goroutines must run at once (Ps, GOMAXPROCS) for
 	// a measurement at depth to time the disk rather than the Go
 	// scheduler; 0 when the engine's own goroutine is enough. Runner.Procs
@@ -39,11 +35,26 @@ type engineSpec struct {
 	procs func(depth int) int
 }
 
-// engines, in the order Engine "" tries them.
-var engines = []engineSpec{
-	{name: EngineIOUring, new: newUringEngine, seesPunting: true},
-	{name: EnginePsync, new: newPsyncEngine, procs: psyncProcs},
+var engineCodes = map[string]engineCode{
+	EngineIOUring: {new: newUringEngine},
+	EnginePsync:   {new: newPsyncEngine, procs: psyncProcs},
 }
+
+// engineSpec is one engine: its entry in probeopt and its code.
+type engineSpec struct {
+	name        string
+	seesPunting bool // Sample.WorkerRuns is counted
+	engineCode
+}
+
+// engines, in probeopt's order: the order Engine "" tries them.
+var engines = func() []engineSpec {
+	var out []engineSpec
+	for _, info := range probeopt.Engines() {
+		out = append(out, engineSpec{name: info.Name, seesPunting: info.SeesPunting, engineCode: engineCodes[info.Name]})
+	}
+	return out
+}()
 
 func engineSpecOf(name string) (engineSpec, bool) {
 	for _, e := range engines {

@@ -208,19 +208,24 @@ func readOffsets(e Engine, fd, bs, depth int, offs []int64) (*Sample, map[int64]
 	return s, seen, bad, err
 }
 
-// TestEngineTable walks the engine table: its names are probeopt's (which
-// the policy validates against), in the same order; each entry builds the
+// TestEngineTable walks the engine table: every engine of probeopt's list
+// (which the policy validates against) has its code here, and no code is
+// left without an entry; each entry builds the
 // engine it names or says why the kernel does not allow it; NewEngine
 // finds each by name and refuses others; an engine reports worker runs
 // exactly when the table says it sees punting; and the goroutines an
 // engine asks for cover its readers.
 func TestEngineTable(t *testing.T) {
-	var names []string
+	names := probeopt.EngineNames()
 	for _, e := range engines {
-		names = append(names, e.name)
+		if e.new == nil {
+			t.Fatalf("engine %s (probeopt's list) has no code in engineCodes", e.name)
+		}
 	}
-	if want := probeopt.EngineNames(); !slices.Equal(names, want) {
-		t.Errorf("engine table %v, probeopt.EngineNames %v", names, want)
+	for name := range engineCodes {
+		if !slices.Contains(names, name) {
+			t.Errorf("engineCodes has %s, which probeopt does not list", name)
+		}
 	}
 	p := filepath.Join(t.TempDir(), "data")
 	if err := os.WriteFile(p, make([]byte, 1<<20), 0o644); err != nil {

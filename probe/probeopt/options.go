@@ -43,23 +43,44 @@ const (
 	ChooseLatency  = "latency"
 )
 
-// Engine names. Each is an entry of package probe's engine table (its
-// constructor and what it can report); TestEngineTable there fails when the
-// names here and the table's disagree. They are listed here, apart from
-// the engines, so that the policy can validate a name without the code
-// that reads disks.
+// Engine names.
 const (
 	EngineIOUring = "io_uring"
 	EnginePsync   = "psync"
 )
 
-// engineNames are the engines in the order of probe's table: with Engine
-// "", the first one the kernel allows is used.
-var engineNames = []string{EngineIOUring, EnginePsync}
+// EngineInfo is what is known of a probe engine without its code.
+type EngineInfo struct {
+	Name string
+	// SeesPunting: the engine's samples count how often io_uring's worker
+	// threads ran, so a report can say whether reads were punted out of
+	// line.
+	SeesPunting bool
+}
+
+// engines is the one list of probe engines, in the order Engine "" tries
+// them (the first the kernel allows is used). It is here, apart from the
+// engines' code, so that the policy can validate a name without the code
+// that reads disks; package probe attaches each engine's constructor to
+// its name, and its TestEngineTable fails while an entry has none.
+var engines = []EngineInfo{
+	{Name: EngineIOUring, SeesPunting: true},
+	{Name: EnginePsync},
+}
+
+// Engines returns the engines, in the order they are tried when Engine is
+// "".
+func Engines() []EngineInfo { return slices.Clone(engines) }
 
 // EngineNames returns the engines' names, in the order they are tried
 // when Engine is "".
-func EngineNames() []string { return slices.Clone(engineNames) }
+func EngineNames() []string {
+	names := make([]string, len(engines))
+	for i, e := range engines {
+		names[i] = e.Name
+	}
+	return names
+}
 
 // Limits of a probe. They keep a typo from holding a disk for hours
 // ("10m" for "10s"); the longest probe these allow, 8 candidates x 15
@@ -200,8 +221,8 @@ func (o *Options) Problems() []Problem {
 			inFlight("depths", "the deepest of depths,", deepest)
 		}
 	}
-	if o.Engine != "" && !slices.Contains(engineNames, o.Engine) {
-		add("engine", -1, "%q is not an engine: %s", o.Engine, quotedList(engineNames))
+	if names := EngineNames(); o.Engine != "" && !slices.Contains(names, o.Engine) {
+		add("engine", -1, "%q is not an engine: %s", o.Engine, quotedList(names))
 	}
 	switch o.Choose {
 	case ChooseBalanced, ChooseIOPS, ChooseLatency:
