@@ -8,9 +8,10 @@ import (
 // Window sums a disk's operating points over the last Span in fixed
 // memory, whatever the sample rate: a ring of slots, each Span/Slots long,
 // holding the sums of the points that ended in it and a histogram of busy
-// depth weighted by busy time. Points leave a slot at a time, so the
-// window covers between Span-Span/Slots and Span. It is not safe for use
-// by several goroutines at once.
+// depth weighted by busy time, with the I/Os and their latency at each
+// depth. Points leave a slot at a time, so the window covers between
+// Span-Span/Slots and Span. It is not safe for use by several goroutines
+// at once, and holds no pointer: a copy is another window.
 type Window struct {
 	span, slot time.Duration
 	origin     time.Time
@@ -27,7 +28,9 @@ const Slots = 8
 // depths from 2^((k-1)/2) to 2^(k/2), the last 1024 and beyond. Each bin
 // also sums its depths (weighted by busy time), so a quantile is the mean
 // depth of the bin it falls in: exact for a disk that ran at one depth,
-// within the bin's width (a factor of 1.41) otherwise.
+// within the bin's width (a factor of 1.41) otherwise. Each bin also sums
+// the I/Os completed at its depths and their latency, for the latency per
+// I/O at a depth (LatencyNear).
 const (
 	depthBins    = 22
 	binsPerOctet = 2
@@ -40,8 +43,11 @@ type windowSlot struct {
 	// time (request-seconds).
 	elapsed, busy, ios, reads, bytes, latency, queue float64
 	// busyAt is the busy seconds spent in each busy depth bin, depthAt
-	// their busy depths summed weighted by those seconds.
-	busyAt, depthAt [depthBins]float32
+	// their busy depths summed weighted by those seconds; iosAt the I/Os
+	// completed at those depths and latencyAt their latency summed over
+	// them (microseconds). float32 keeps a window within 4 KiB; a slot's
+	// sums lose at most a few parts in ten million.
+	busyAt, depthAt, iosAt, latencyAt [depthBins]float32
 }
 
 // NewWindow returns an empty window of span (positive).
@@ -66,9 +72,12 @@ func (w *Window) indexOf(t time.Time) int64 {
 }
 
 // Add counts p in the slot of p.At. A point older than the window's
-// oldest slot is dropped.
+// oldest slot is dropped, and so is one with a NaN or infinite figure (it
+// would spoil every sum it joined). A point without a busy depth (0: no
+// time in flight, or one its caller found says nothing of the depth)
+// counts in the window's sums but in no depth bin.
 func (w *Window) Add(p Point) {
-	if p.Elapsed <= 0 {
+	if p.Elapsed <= 0 || !finite(p.ReadIOPS+p.WriteIOPS+p.MeanSizeBytes+p.LatencyUs+p.Busy+p.QueueDepth+p.BusyDepth) {
 		return
 	}
 	if w.newest < 0 {
@@ -93,12 +102,18 @@ func (w *Window) Add(p Point) {
 	s.bytes += p.MeanSizeBytes * ios
 	s.latency += p.LatencyUs * ios
 	s.queue += p.QueueDepth * el
-	if busy > 0 {
+	if busy > 0 && p.BusyDepth > 0 {
 		k := depthBin(p.BusyDepth)
 		s.busyAt[k] += float32(busy)
 		s.depthAt[k] += float32(busy * p.BusyDepth)
+		s.iosAt[k] += float32(ios)
+		s.latencyAt[k] += float32(p.LatencyUs * ios)
 	}
 }
+
+// finite reports whether x is neither NaN nor infinite; a sum of figures
+// is finite only when each of them is.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 func depthBin(d float64) int {
 	if d < 1 || math.IsNaN(d) {
@@ -106,6 +121,29 @@ func depthBin(d float64) int {
 	}
 	k := 1 + int(math.Floor(math.Log2(d)*binsPerOctet))
 	return min(k, depthBins-1)
+}
+
+// nearBins are the first and last depth bins that hold a depth within
+// factor (at least 1) of d.
+func nearBins(d, factor float64) (int, int) {
+	return depthBin(d / factor), depthBin(d * factor)
+}
+
+// Near reports whether busy depth x is among the depths LatencyNear(d,
+// factor) reads: whether x's depth bin holds a depth within factor of d.
+// A caller that sums its own points by this test compares like with
+// like with the window's.
+//
+// The bins are a factor of 1.41 wide and taken whole, so "near" is wider
+// than factor: every depth within factor of d is near, and none further
+// than factor x 1.41 (2.1 for a factor of 1.5).
+func Near(x, d, factor float64) bool {
+	if !(x > 0) {
+		return false
+	}
+	lo, hi := nearBins(d, factor)
+	k := depthBin(x)
+	return k >= lo && k <= hi
 }
 
 // live calls f with each slot still in the window at now.
@@ -198,4 +236,25 @@ func (w *Window) Quantile(now time.Time, q float64) float64 {
 		}
 	}
 	return depth[last] / busy[last]
+}
+
+// LatencyNear is the mean latency per I/O in microseconds, and the I/Os
+// it is the mean of, of the window's busy points at depths near d (see
+// Near for what near means) at now. 0, 0 when none completed an I/O.
+func (w *Window) LatencyNear(now time.Time, d, factor float64) (latencyUs, ios float64) {
+	if !(d > 0) {
+		return 0, 0
+	}
+	lo, hi := nearBins(d, factor)
+	var lat float64
+	w.live(now, func(s *windowSlot) {
+		for k := lo; k <= hi; k++ {
+			ios += float64(s.iosAt[k])
+			lat += float64(s.latencyAt[k])
+		}
+	})
+	if ios <= 0 {
+		return 0, 0
+	}
+	return lat / ios, ios
 }

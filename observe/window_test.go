@@ -100,11 +100,100 @@ func TestWindowForgets(t *testing.T) {
 	}
 }
 
+// TestWindowLatencyNear: the latency per I/O at a depth is read from the
+// bins near it, weighted by I/Os; load at depths further than the bins
+// reach is left out, and the window forgets it as it forgets the rest.
+func TestWindowLatencyNear(t *testing.T) {
+	w := NewWindow(80 * time.Second) // 10 s slots
+	at := time.Duration(0)
+	add := func(n int, d, lat float64, iops float64) {
+		for range n {
+			at += time.Second
+			p := point(at, d, 1, lat)
+			p.ReadIOPS = iops
+			w.Add(p)
+		}
+	}
+	add(10, 32, 1000, 100) // 1000 I/Os at 1 ms
+	add(10, 40, 1600, 200) // 2000 at 1.6 ms: within 1.5x of 32
+	add(10, 4, 50, 1000)   // far from 32
+	now := t0.Add(at)
+	lat, ios := w.LatencyNear(now, 32, 1.5)
+	if ios != 3000 || !near(lat, (1000*1000+2000*1600)/3000.0, 1e-6) {
+		t.Errorf("near 32: %v us over %v I/Os, want 1400 us over 3000", lat, ios)
+	}
+	if lat, ios := w.LatencyNear(now, 4, 1.5); ios != 10000 || !near(lat, 50, 1e-6) {
+		t.Errorf("near 4: %v us over %v I/Os", lat, ios)
+	}
+	if lat, ios := w.LatencyNear(now, 256, 1.5); lat != 0 || ios != 0 {
+		t.Errorf("near 256, where the disk never ran: %v us over %v I/Os", lat, ios)
+	}
+	// A window later the depth-32 and depth-40 seconds have left.
+	add(80, 4, 50, 1000)
+	if _, ios := w.LatencyNear(t0.Add(at), 32, 1.5); ios != 0 {
+		t.Errorf("near 32 after it left the window: %v I/Os", ios)
+	}
+}
+
+// TestNear: every depth within the factor is near, none further than the
+// factor times a bin's width (1.41), and the window's own sums agree.
+func TestNear(t *testing.T) {
+	const f = 1.5
+	for _, d := range []float64{0.3, 1, 1.5, 2.4, 7, 23, 32, 45, 100, 900, 3000} {
+		for x := d / 4; x <= d*4; x *= 1.01 {
+			r := math.Max(x/d, d/x)
+			got := Near(x, d, f)
+			if r <= f*(1-1e-12) && !got {
+				t.Errorf("Near(%v, %v) = false, %.3fx apart", x, d, r)
+			}
+			// Below depth 1 is one bin, and so is 1024 and above.
+			if got && r > f*math.Sqrt2*(1+1e-12) && x >= 1 && d >= 1 && x < 1024 && d < 1024 {
+				t.Errorf("Near(%v, %v) = true, %.3fx apart", x, d, r)
+			}
+			w := NewWindow(time.Minute)
+			w.Add(point(time.Second, x, 1, 100))
+			if _, ios := w.LatencyNear(t0.Add(time.Second), d, f); (ios > 0) != got {
+				t.Errorf("depth %v near %v: Near says %v, the window has %v I/Os", x, d, got, ios)
+			}
+		}
+	}
+	if Near(0, 0.5, f) || Near(math.NaN(), 1, f) {
+		t.Error("no depth is near something")
+	}
+}
+
+// TestWindowRefusesNonsense: a point with a NaN or infinite figure is
+// not counted, so one bad reading cannot spoil a window.
+func TestWindowRefusesNonsense(t *testing.T) {
+	w := NewWindow(time.Minute)
+	w.Add(point(time.Second, 8, 1, 100))
+	for _, bad := range []func(*Point){
+		func(p *Point) { p.BusyDepth = math.NaN() },
+		func(p *Point) { p.Busy = math.Inf(1) },
+		func(p *Point) { p.LatencyUs = math.NaN() },
+		func(p *Point) { p.ReadIOPS = math.Inf(1) },
+	} {
+		p := point(2*time.Second, 8, 1, 100)
+		bad(&p)
+		w.Add(p)
+	}
+	s := w.Summary(t0.Add(2 * time.Second))
+	if s.Covered != time.Second || s.BusyDepth != 8 || s.LatencyUs != 100 {
+		t.Errorf("after nonsense: %+v", s)
+	}
+	// No busy depth: in the sums, in no bin.
+	w.Add(Point{At: t0.Add(2 * time.Second), Elapsed: time.Second, ReadIOPS: 100, LatencyUs: 300, Busy: 0.5})
+	s = w.Summary(t0.Add(2 * time.Second))
+	if lat, ios := w.LatencyNear(t0.Add(2*time.Second), 8, 1.5); s.Covered != 2*time.Second || s.BusyDepth != 8 || ios != 100 || lat != 100 {
+		t.Errorf("a point without a depth: %+v; near 8: %v us over %v I/Os", s, lat, ios)
+	}
+}
+
 // TestWindowSize: a window's memory is fixed, whatever it is fed.
 func TestWindowSize(t *testing.T) {
 	t.Logf("a Window is %d bytes", unsafe.Sizeof(Window{}))
-	if n := unsafe.Sizeof(Window{}); n > 2048 {
-		t.Errorf("a Window is %d bytes; 1000 disks' windows should stay within 2 MiB", n)
+	if n := unsafe.Sizeof(Window{}); n > 4096 {
+		t.Errorf("a Window is %d bytes; 1000 disks' windows should stay within 4 MiB", n)
 	}
 	w := NewWindow(time.Second)
 	allocs := testing.AllocsPerRun(1000, func() { w.Add(point(time.Millisecond, 4, 1, 100)) })
