@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/adapt/adaptopt"
+	"github.com/iosched/iosched/observe"
 	"github.com/iosched/iosched/probe"
 )
 
@@ -38,6 +39,33 @@ type Sample struct {
 // candidate and breaks any agreement.
 const IdleBusy = 0.01
 
+// SampleOf is the Sample of an observed operating point, for a disk whose
+// scheduler over the point's interval was scheduler.
+func SampleOf(p observe.Point, scheduler string) Sample {
+	return Sample{At: p.At, Scheduler: scheduler, BusyDepth: p.BusyDepth, Busy: p.Busy, IOPS: p.IOPS(),
+		Latency: time.Duration(p.LatencyUs * float64(time.Microsecond))}
+}
+
+// point is s as the window counts it, over the dur before s.At. An idle
+// sample counts its busy time (for State.Busy) and nothing else: no depth
+// (so the operating point is the busy samples') and no I/Os (so the guard
+// reads none of it).
+func (s Sample) point(dur time.Duration) observe.Point {
+	p := observe.Point{At: s.At, Elapsed: dur}
+	if s.idle() {
+		if s.Busy >= 0 && s.Busy <= 1 { // a nonsense figure must not reach State.Busy
+			p.Busy = s.Busy
+		}
+		return p
+	}
+	p.ReadIOPS = s.IOPS
+	p.LatencyUs = float64(s.Latency) / float64(time.Microsecond)
+	p.Busy = min(s.Busy, 1)
+	p.QueueDepth = p.Busy * s.BusyDepth
+	p.BusyDepth = s.BusyDepth
+	return p
+}
+
 // idle reports whether s says nothing about the workload's depth.
 func (s Sample) idle() bool {
 	// Written so that NaN (a counter that went backwards, divided by a
@@ -47,7 +75,10 @@ func (s Sample) idle() bool {
 }
 
 // GuardFactor is how far apart two operating points may be and still be
-// compared by the guard rail: busy depths within a factor of 1.5.
+// compared by the guard rail: busy depths within a factor of 1.5. The
+// window keeps latency by depth bins a factor of 1.41 wide and the guard
+// takes them whole (observe.Near), so it compares every depth within 1.5x
+// and none further than 2.1x, the same on both sides of the switch.
 const GuardFactor = 1.5
 
 // PinFor is how long the guard rail pins a disk it switched back.
@@ -79,11 +110,15 @@ type State struct {
 	// set it.
 	Scheduler string
 	// Depth is the window's operating point: the busy-time-weighted
-	// median busy depth of its busy samples; 0 when the window was idle.
+	// median busy depth of its busy samples (the mean depth of the
+	// window's depth bin the median falls in, observe.Window.Quantile);
+	// 0 when the window was idle.
 	Depth float64
 	// Busy is the window's mean busy fraction.
 	Busy float64
-	// Span is how much of the window the samples cover.
+	// Span is how much of the window the samples cover: up to the
+	// window, from which a slot of it (an observe.Slots'th) at a time
+	// leaves.
 	Span time.Duration
 	// Favoured is the candidate the curves favour at Depth and Gain by
 	// how much over the current scheduler; "" without a verdict.
@@ -114,26 +149,16 @@ type State struct {
 	Held string
 }
 
-// entry is one sample in the window, as little as the decision needs.
-type entry struct {
-	at      time.Time
-	dur     time.Duration
-	depth   float64
-	busy    float64
-	iops    float64
-	latency time.Duration
-	idle    bool
-}
-
 // guard is an open guard-rail comparison of the last switch.
 type guard struct {
 	from, to string
 	at       time.Time
 	// depth and before are the operating point and the latency per I/O
-	// (I/O-weighted mean over comparable samples) before the switch.
+	// in nanoseconds (I/O-weighted mean over the window's load near
+	// depth) before the switch.
 	depth  float64
 	before float64
-	// The comparable samples after the switch: latency x I/Os, I/Os,
+	// The samples near depth after the switch: latency x I/Os, I/Os,
 	// and the time they cover.
 	latIOs, ios float64
 	covered     time.Duration
@@ -142,9 +167,10 @@ type guard struct {
 // Controller decides one disk's scheduler by the depth its workload runs
 // at. It does no I/O and reads no clock: the daemon feeds it a Sample each
 // sample interval (Observe) and carries out the switches it returns. Its
-// memory is bounded: the window's samples (at most
-// adaptopt.MaxWindowSamples x 2) and the last max_switches_per_day
-// switch times.
+// memory is fixed whatever the window and the sample rate: an
+// observe.Window (the window's operating point and the latency at each
+// depth, in slots an observe.Slots'th of the window long), the curves,
+// and the last max_switches_per_day switch times.
 //
 // The rules it keeps: a switch needs the same candidate favoured by more
 // than the margin on every sample of a whole window and at the window's
@@ -154,13 +180,12 @@ type guard struct {
 // more than the margin after a switch switches back and pins the disk for
 // PinFor.
 type Controller struct {
-	opt    adaptopt.Options
-	curves map[string][]probe.CurvePoint
-	order  []string
+	opt        adaptopt.Options
+	candidates candidates
 
 	current string
 	last    time.Time // the last sample's At; zero before the first
-	window  []entry   // oldest first, within opt.Window of last
+	window  observe.Window
 
 	agree      string    // the candidate every sample since agreeFrom favoured
 	agreeFrom  time.Time // the start of the first agreeing sample's interval
@@ -172,8 +197,24 @@ type Controller struct {
 	}
 	pinnedUntil time.Time
 	guard       *guard
-	held        string // why the last sample's agreed switch waits
+	held        held // why the last sample's agreed switch waits
 }
+
+// held is what keeps an agreed switch waiting, written out by State (not
+// by every sample that waits).
+type held struct {
+	by    holdKind
+	since time.Time // the pin's end, the last switch, or the oldest of the day's
+}
+
+type holdKind int
+
+const (
+	notHeld holdKind = iota
+	heldByPin
+	heldByMinInterval
+	heldByMaxSwitches
+)
 
 // NewController starts a controller for a disk whose scheduler is now
 // current, judged by opt (valid: adaptopt.Options.Problems is empty) on
@@ -182,7 +223,8 @@ func NewController(opt adaptopt.Options, curves map[string][]probe.CurvePoint, o
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Controller{opt: opt, current: current}
+	c := &Controller{opt: opt, current: current, window: *observe.NewWindow(opt.Window)}
+	c.switches = make([]time.Time, 0, opt.MaxSwitchesPerDay+1)
 	c.SetCurves(curves, order)
 	return c, nil
 }
@@ -191,11 +233,7 @@ func NewController(opt adaptopt.Options, curves map[string][]probe.CurvePoint, o
 // was on the old ones, so it starts again; the window stays (it is the
 // workload's, not the curves').
 func (c *Controller) SetCurves(curves map[string][]probe.CurvePoint, order []string) {
-	c.curves = make(map[string][]probe.CurvePoint, len(curves))
-	for k, v := range curves {
-		c.curves[k] = slices.Clone(v)
-	}
-	c.order = slices.Clone(order)
+	c.candidates = candidatesOf(curves, order)
 	c.agree = ""
 }
 
@@ -204,7 +242,7 @@ func (c *Controller) SetCurves(curves map[string][]probe.CurvePoint, order []str
 // another writer held the disk), after which the next sample's interval
 // would span the gap.
 func (c *Controller) Reset() {
-	c.window = c.window[:0]
+	c.window.Reset()
 	c.agree = ""
 	c.last = time.Time{}
 }
@@ -224,17 +262,13 @@ func (c *Controller) Observe(s Sample) Decision {
 	}
 	from := s.At.Add(-dur)
 	c.last = s.At
-	c.held = ""
+	c.held = held{}
 	if s.Scheduler != c.current {
 		c.current = s.Scheduler
 		c.agree = ""
 		c.guard = nil
 	}
-	e := entry{at: s.At, dur: dur, depth: s.BusyDepth, busy: s.Busy, iops: s.IOPS, latency: s.Latency, idle: s.idle()}
-	if e.idle && !(e.busy >= 0 && e.busy <= 1) {
-		e.busy = 0 // a nonsense figure must not reach State.Busy
-	}
-	c.push(e)
+	c.window.Add(s.point(dur))
 	c.pruneSwitches(s.At)
 
 	if d, ok := c.judgeGuard(s, dur); ok {
@@ -245,7 +279,7 @@ func (c *Controller) Observe(s Sample) Decision {
 	// margin?
 	fav := ""
 	if !s.idle() {
-		if v, ok := Favour(c.curves, c.order, s.BusyDepth, c.current); ok && v.Favoured != c.current && v.Gain() > c.opt.Margin {
+		if v, ok := c.candidates.favour(s.BusyDepth, c.current); ok && v.Favoured != c.current && v.Gain() > c.opt.Margin {
 			fav = v.Favoured
 		}
 	}
@@ -261,16 +295,18 @@ func (c *Controller) Observe(s Sample) Decision {
 	}
 	// A whole window agrees sample by sample; its operating point must
 	// agree too (it does for two candidates that cross once; the check
-	// keeps the provenance true for any curves).
-	depth, ok := c.operatingPoint()
-	if !ok {
+	// keeps the provenance true for any curves). The observe.Window
+	// holds no sample older than the window, so every one it holds
+	// agreed.
+	depth := c.window.Quantile(s.At, 0.5)
+	if depth <= 0 {
 		return Decision{}
 	}
-	v, ok := Favour(c.curves, c.order, depth, c.current)
+	v, ok := c.candidates.favour(depth, c.current)
 	if !ok || v.Favoured != c.agree || v.Gain() <= c.opt.Margin {
 		return Decision{}
 	}
-	if c.held = c.blocked(s.At); c.held != "" {
+	if c.held = c.blocked(s.At); c.held.by != notHeld {
 		return Decision{}
 	}
 	reason := fmt.Sprintf("adapt: busy depth %s over %s; curve: %s %.2fx %s at depth %s",
@@ -283,15 +319,32 @@ func (c *Controller) Observe(s Sample) Decision {
 }
 
 // blocked says what a switch at now would break: the pin, MinInterval or
-// MaxSwitchesPerDay; "" when nothing.
-func (c *Controller) blocked(now time.Time) string {
+// MaxSwitchesPerDay; notHeld when nothing.
+func (c *Controller) blocked(now time.Time) held {
 	switch {
 	case now.Before(c.pinnedUntil):
-		return "pinned by the guard rail until " + c.pinnedUntil.UTC().Format(time.RFC3339)
+		return held{heldByPin, c.pinnedUntil}
 	case !c.lastSwitch.at.IsZero() && now.Sub(c.lastSwitch.at) < c.opt.MinInterval:
-		return fmt.Sprintf("min_interval %s: the last switch was at %s", fmtDuration(c.opt.MinInterval), c.lastSwitch.at.UTC().Format(time.RFC3339))
+		return held{heldByMinInterval, c.lastSwitch.at}
 	case len(c.switches) >= c.opt.MaxSwitchesPerDay:
-		return fmt.Sprintf("max_switches_per_day %d: the oldest of them was at %s", c.opt.MaxSwitchesPerDay, c.switches[0].UTC().Format(time.RFC3339))
+		return held{heldByMaxSwitches, c.switches[0]}
+	}
+	return held{}
+}
+
+// String is State.Held's text.
+func (h held) String(opt adaptopt.Options) string {
+	if h.by == notHeld {
+		return ""
+	}
+	at := h.since.UTC().Format(time.RFC3339)
+	switch h.by {
+	case heldByPin:
+		return "pinned by the guard rail until " + at
+	case heldByMinInterval:
+		return fmt.Sprintf("min_interval %s: the last switch was at %s", fmtDuration(opt.MinInterval), at)
+	case heldByMaxSwitches:
+		return fmt.Sprintf("max_switches_per_day %d: the oldest of them was at %s", opt.MaxSwitchesPerDay, at)
 	}
 	return ""
 }
@@ -319,81 +372,14 @@ func (c *Controller) pruneSwitches(now time.Time) {
 	c.switches = slices.Delete(c.switches, 0, i)
 }
 
-// push adds e to the window and drops what fell out of it.
-func (c *Controller) push(e entry) {
-	c.window = append(c.window, e)
-	i := 0
-	for i < len(c.window) && e.at.Sub(c.window[i].at) >= c.opt.Window {
-		i++
-	}
-	// Samples faster than opt.Sample must not grow the window without
-	// bound: keep at most twice the samples a window holds.
-	if limit := 2 * int(c.opt.Window/c.opt.Sample); len(c.window)-i > limit {
-		i = len(c.window) - limit
-	}
-	if i > 0 {
-		c.window = slices.Delete(c.window, 0, i)
-	}
-}
-
-// operatingPoint is the window's busy depth: the median of its busy
-// samples' depths, each weighted by its busy time. False when the window
-// has no busy sample.
-func (c *Controller) operatingPoint() (float64, bool) {
-	type wd struct{ depth, w float64 }
-	var pts []wd
-	total := 0.0
-	for _, e := range c.window {
-		if e.idle {
-			continue
-		}
-		w := e.busy * e.dur.Seconds()
-		pts = append(pts, wd{e.depth, w})
-		total += w
-	}
-	if len(pts) == 0 || total <= 0 {
-		return 0, false
-	}
-	slices.SortFunc(pts, func(a, b wd) int {
-		switch {
-		case a.depth < b.depth:
-			return -1
-		case a.depth > b.depth:
-			return 1
-		}
-		return 0
-	})
-	acc := 0.0
-	for _, p := range pts {
-		acc += p.w
-		if acc >= total/2 {
-			return p.depth, true
-		}
-	}
-	return pts[len(pts)-1].depth, true
-}
-
-// comparable reports whether depth is within GuardFactor of ref.
-func comparable(depth, ref float64) bool {
-	return depth >= ref/GuardFactor && depth <= ref*GuardFactor
-}
-
 // openGuard records the latency per I/O at the window's operating point
 // before a switch to to.
 func (c *Controller) openGuard(now time.Time, from, to string, depth float64) {
-	var latIOs, ios float64
-	for _, e := range c.window {
-		if e.idle || !comparable(e.depth, depth) {
-			continue
-		}
-		n := e.iops * e.dur.Seconds()
-		latIOs += float64(e.latency) * n
-		ios += n
-	}
+	latUs, ios := c.window.LatencyNear(now, depth, GuardFactor)
 	if ios <= 0 {
 		return
 	}
-	c.guard = &guard{from: from, to: to, at: now, depth: depth, before: latIOs / ios}
+	c.guard = &guard{from: from, to: to, at: now, depth: depth, before: latUs * float64(time.Microsecond)}
 }
 
 // judgeGuard adds s to an open guard's comparison and, once the samples
@@ -410,7 +396,7 @@ func (c *Controller) judgeGuard(s Sample, dur time.Duration) (Decision, bool) {
 		c.guard = nil
 		return Decision{}, false
 	}
-	if !s.idle() && comparable(s.BusyDepth, g.depth) {
+	if !s.idle() && observe.Near(s.BusyDepth, g.depth, GuardFactor) {
 		n := s.IOPS * dur.Seconds()
 		g.latIOs += float64(s.Latency) * n
 		g.ios += n
@@ -445,22 +431,16 @@ func (c *Controller) State() State {
 		PinnedUntil:   c.pinnedUntil,
 		SwitchesToday: len(c.switches),
 		Guarding:      c.guard != nil,
-		Held:          c.held,
+		Held:          c.held.String(c.opt),
 	}
 	if c.agree != "" {
 		st.AgreeingSince = c.agreeFrom
 	}
-	busy := 0.0
-	for _, e := range c.window {
-		st.Span += e.dur
-		busy += e.busy * e.dur.Seconds()
-	}
-	if st.Span > 0 {
-		st.Busy = busy / st.Span.Seconds()
-	}
-	if depth, ok := c.operatingPoint(); ok {
-		st.Depth = depth
-		if v, ok := Favour(c.curves, c.order, depth, c.current); ok {
+	sum := c.window.Summary(c.last)
+	st.Span, st.Busy = sum.Covered, sum.Busy
+	if sum.BusyDepth > 0 {
+		st.Depth = sum.BusyDepth
+		if v, ok := c.candidates.favour(sum.BusyDepth, c.current); ok {
 			st.Favoured, st.Gain = v.Favoured, v.Gain()
 		}
 	}

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/iosched/iosched/adapt/adaptopt"
+	"github.com/iosched/iosched/observe"
 	"github.com/iosched/iosched/probe"
 )
 
@@ -436,21 +438,46 @@ func TestControllerResetAndSetCurves(t *testing.T) {
 	}
 }
 
-// Samples faster than the policy's interval do not grow the window past
-// twice the samples it holds.
-func TestControllerBoundedWindow(t *testing.T) {
+// A controller's memory is fixed: however many samples its window holds
+// (a long window, samples faster than the policy's interval), a sample
+// in steady state allocates nothing, and the window covers no more than
+// the policy's window.
+func TestControllerFixedMemory(t *testing.T) {
 	curves, order := crossing()
-	opt := fastOpt()
-	c, err := NewController(opt, curves, order, "none")
-	if err != nil {
-		t.Fatal(err)
+	for _, o := range []struct{ sample, window, every time.Duration }{
+		{5 * time.Second, 10 * time.Minute, 5 * time.Second},
+		{time.Second, adaptopt.MaxWindowSamples * time.Second, time.Second},
+		{time.Second, 10 * time.Second, time.Millisecond},
+	} {
+		opt := fastOpt()
+		opt.Sample, opt.Window = o.sample, o.window
+		c, err := NewController(opt, curves, order, "none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := t0
+		// A load that moves across the crossing: every sample has a
+		// verdict, the window never agrees; then, on the right side
+		// already, one that agrees all along.
+		depths := []float64{1.5, 1.5, 6, 6, 6, 1.8}
+		i := 0
+		sample := func() {
+			now = now.Add(o.every)
+			c.Observe(Sample{At: now, Scheduler: c.current, BusyDepth: depths[i%len(depths)], Busy: 0.9, IOPS: 900, Latency: time.Millisecond})
+			c.State()
+			i++
+		}
+		for range 3 * int(o.window/o.every) {
+			sample()
+		}
+		if n := testing.AllocsPerRun(1000, sample); n != 0 {
+			t.Errorf("%s window, a sample every %s: %v allocations a sample", o.window, o.every, n)
+		}
+		if st := c.State(); st.Span > o.window || st.Span < o.window-o.window/observe.Slots-o.every {
+			t.Errorf("%s window, a sample every %s: the window spans %s", o.window, o.every, st.Span)
+		}
 	}
-	for i := 1; i <= 10000; i++ {
-		c.Observe(Sample{At: t0.Add(time.Duration(i) * time.Millisecond), Scheduler: "none", BusyDepth: 2.4, Busy: 1, IOPS: 1000})
-	}
-	if limit := 2 * int(opt.Window/opt.Sample); len(c.window) != limit {
-		t.Errorf("window of %d samples, want %d", len(c.window), limit)
-	}
+	t.Logf("a Controller is %d bytes, its window included", unsafe.Sizeof(Controller{}))
 }
 
 func TestNewControllerRefusesBadOptions(t *testing.T) {
@@ -516,6 +543,35 @@ func BenchmarkObserve(b *testing.B) {
 	}
 }
 
+// BenchmarkObserveState is a sample and the state read after it: what
+// the daemon does for each adaptive disk every sample interval.
+func BenchmarkObserveState(b *testing.B) {
+	curves, order := crossing()
+	opt := adaptopt.Default()
+	c, err := NewController(opt, curves, order, "none")
+	if err != nil {
+		b.Fatal(err)
+	}
+	depths := []float64{1.5, 1.5, 6, 6, 6, 1.8}
+	now := t0
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(opt.Sample)
+		c.Observe(Sample{At: now, Scheduler: "none", BusyDepth: depths[i%len(depths)], Busy: 0.9, IOPS: 900, Latency: time.Millisecond})
+		if c.State().Depth == 0 {
+			b.Fatal("no operating point")
+		}
+	}
+}
+
+func TestSampleOf(t *testing.T) {
+	p := observe.Point{At: t0, Elapsed: time.Second, ReadIOPS: 300, WriteIOPS: 100, LatencyUs: 250, Busy: 0.5, QueueDepth: 4, BusyDepth: 8}
+	want := Sample{At: t0, Scheduler: "none", BusyDepth: 8, Busy: 0.5, IOPS: 400, Latency: 250 * time.Microsecond}
+	if got := SampleOf(p, "none"); got != want {
+		t.Errorf("SampleOf(%+v) = %+v, want %+v", p, got, want)
+	}
+}
+
 // The guard waits for load at a similar depth; without any for a day it
 // closes without a verdict.
 func TestGuardGivesUpAfterADay(t *testing.T) {
@@ -558,5 +614,35 @@ func TestControllerNonsenseSamples(t *testing.T) {
 	}
 	if st := c.State(); st.Depth != 0 || st.Favoured != "" || st.Agreeing != "" || math.IsNaN(st.Busy) || st.Busy > 1 {
 		t.Errorf("state after nonsense: %+v", st)
+	}
+}
+
+// The guard's latency before a switch is the load's near the operating
+// point only: a third of the samples at depth 4, each 20 ms, leave the
+// depth-32 latency (1 ms before, 1.4 ms after) to compare.
+func TestGuardComparesLikeWithLike(t *testing.T) {
+	curves, order := crossing()
+	c, err := NewController(fastOpt(), curves, order, "mq-deadline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := "mq-deadline"
+	var seen []string
+	for i := 1; i <= 60; i++ {
+		depth, lat := 32.0, time.Millisecond
+		if i%3 == 0 {
+			depth, lat = 4, 20*time.Millisecond
+		} else if sched == "none" {
+			lat = 1400 * time.Microsecond
+		}
+		d := c.Observe(Sample{At: t0.Add(time.Duration(i) * time.Second), Scheduler: sched, BusyDepth: depth, Busy: 0.9, IOPS: 900, Latency: lat})
+		if d.Switch {
+			seen = append(seen, fmt.Sprintf("%ds %s->%s revert=%v: %s", i, d.From, d.To, d.Revert, d.Reason))
+			sched = d.To
+		}
+	}
+	if len(seen) != 2 || !strings.HasPrefix(seen[0], "10s mq-deadline->none revert=false") ||
+		!strings.Contains(seen[1], "revert=true: adapt: guard: latency per I/O at busy depth 32 rose 40% (1000us to 1400us)") {
+		t.Errorf("switches:\n%s", strings.Join(seen, "\n"))
 	}
 }

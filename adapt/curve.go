@@ -14,14 +14,20 @@ import (
 // nothing past what was measured, so the nearest measurement stands).
 // False when the curve has no point with IOPS.
 func IOPSAt(points []probe.CurvePoint, depth float64) (float64, bool) {
-	pts := make([]probe.CurvePoint, 0, len(points))
+	return measured(points).iopsAt(depth)
+}
+
+// curve is a curve's points with IOPS, by ObservedDepth: what IOPSAt
+// reads, made once.
+type curve []probe.CurvePoint
+
+// measured is points' curve, in a new slice.
+func measured(points []probe.CurvePoint) curve {
+	pts := make(curve, 0, len(points))
 	for _, p := range points {
 		if p.IOPS > 0 && p.ObservedDepth > 0 {
 			pts = append(pts, p)
 		}
-	}
-	if len(pts) == 0 {
-		return 0, false
 	}
 	slices.SortStableFunc(pts, func(a, b probe.CurvePoint) int {
 		switch {
@@ -32,6 +38,14 @@ func IOPSAt(points []probe.CurvePoint, depth float64) (float64, bool) {
 		}
 		return 0
 	})
+	return pts
+}
+
+// iopsAt is IOPSAt of a measured curve; it allocates nothing.
+func (pts curve) iopsAt(depth float64) (float64, bool) {
+	if len(pts) == 0 {
+		return 0, false
+	}
 	if depth <= pts[0].ObservedDepth {
 		return pts[0].IOPS, true
 	}
@@ -76,41 +90,60 @@ func (v Verdict) Gain() float64 {
 // verdict never changes with map order. False with fewer than two
 // candidates whose curve has a figure.
 func Favour(curves map[string][]probe.CurvePoint, order []string, depth float64, current string) (Verdict, bool) {
-	type est struct {
-		name string
-		iops float64
-	}
-	var ests []est
+	return candidatesOf(curves, order).favour(depth, current)
+}
+
+// candidate is one candidate's measured curve.
+type candidate struct {
+	name  string
+	curve curve
+}
+
+// candidates are the candidates whose curve has a figure, in order: what
+// Favour reads, made once.
+type candidates []candidate
+
+func candidatesOf(curves map[string][]probe.CurvePoint, order []string) candidates {
+	var cs candidates
 	for _, name := range order {
-		if iops, ok := IOPSAt(curves[name], depth); ok {
-			ests = append(ests, est{name, iops})
+		if c := measured(curves[name]); len(c) > 0 {
+			cs = append(cs, candidate{name, c})
 		}
 	}
-	if len(ests) < 2 {
+	return cs
+}
+
+// favour is Favour on cs; it allocates nothing, so a controller can ask
+// it every sample.
+func (cs candidates) favour(depth float64, current string) (Verdict, bool) {
+	if len(cs) < 2 {
 		return Verdict{}, false
 	}
-	best := 0
-	for i, e := range ests {
-		if e.iops > ests[best].iops || (e.iops == ests[best].iops && e.name == current) {
-			best = i
+	iops := func(i int) float64 {
+		v, _ := cs[i].curve.iopsAt(depth)
+		return v
+	}
+	best, bestIOPS := 0, iops(0)
+	for i := 1; i < len(cs); i++ {
+		if v := iops(i); v > bestIOPS || (v == bestIOPS && cs[i].name == current) {
+			best, bestIOPS = i, v
 		}
 	}
-	v := Verdict{Depth: depth, Favoured: ests[best].name, FavouredIOPS: ests[best].iops}
-	over := -1
-	for i, e := range ests {
+	over, overIOPS := -1, 0.0
+	for i := range cs {
 		if i == best {
 			continue
 		}
-		if e.name == current {
-			over = i
+		v := iops(i)
+		if cs[i].name == current {
+			over, overIOPS = i, v
 			break
 		}
-		if over < 0 || e.iops > ests[over].iops {
-			over = i
+		if over < 0 || v > overIOPS {
+			over, overIOPS = i, v
 		}
 	}
-	v.Over, v.OverIOPS = ests[over].name, ests[over].iops
-	return v, true
+	return Verdict{Depth: depth, Favoured: cs[best].name, FavouredIOPS: bestIOPS, Over: cs[over].name, OverIOPS: overIOPS}, true
 }
 
 // Curves are a probe record's curves by candidate, in the record's

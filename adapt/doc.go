@@ -4,13 +4,15 @@
 // the curve favours there and by how much.
 //
 // A Controller does that for one disk over time ([rule.adapt], whose
-// options are package adaptopt's). It does no I/O and reads no clock. Its
-// owner, for each disk an adaptive rule matches:
+// options are package adaptopt's). It does no I/O and reads no clock, and
+// keeps its window in an observe.Window: a fixed size whatever the window
+// and the sample rate. Its owner, for each disk an adaptive rule matches:
 //
 //   - makes it with NewController(options, Curves(record), scheduler now);
-//   - every options.Sample, calls Observe with the disk's Sample (from its
-//     stat deltas over the interval) and, when the Decision says Switch,
-//     sets To with Reason as the pass's provenance;
+//   - every options.Sample, calls Observe with the disk's Sample (SampleOf
+//     the observe.Point of its stat deltas over the interval) and, when
+//     the Decision says Switch, sets To with Reason as the pass's
+//     provenance;
 //   - calls SetCurves on a new probe result, Reset after a gap in the
 //     samples (a probe or a reload held the disk), and State for status,
 //     explain and metrics.

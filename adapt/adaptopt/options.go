@@ -42,8 +42,7 @@ func Default() Options {
 }
 
 // Limits of [rule.adapt]. Tests run windows of seconds, so the shortest
-// sample is short; a window holds a bounded number of samples because the
-// decision keeps each one of the window (bounded memory per disk).
+// sample is short.
 const (
 	// MinSample keeps a typo ("5ms" for "5s") from reading every disk's
 	// stat file hundreds of times a second.
@@ -52,7 +51,10 @@ const (
 	// MinWindowSamples: a window of one or two samples is one burst, not
 	// an operating point.
 	MinWindowSamples = 3
-	// MaxWindowSamples bounds the memory a disk's window takes.
+	// MaxWindowSamples bounds the samples that must each agree before a
+	// switch (at the default sample, a window of up to 2.8 hours). A
+	// disk's memory does not depend on it: the controller keeps its
+	// window in fixed-size slots.
 	MaxWindowSamples = 2048
 	// MinMargin: without a margin a load at the crossing would be judged
 	// on noise; the margin is the hysteresis.
