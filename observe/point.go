@@ -54,6 +54,20 @@ var ErrNoTime = errors.New("no time between the samples")
 // flight every 1.5 days.
 const tickWrap = 1 << 32
 
+// TicksBetween is how far a tick field (Stat's ReadTicks, WriteTicks,
+// IOTicks, TimeInQueue) went from a to the later reading b, counted
+// through a wrap of its 32 bits. False when it went back otherwise (a
+// reset, or another disk of the name).
+func TicksBetween(a, b uint64) (uint64, bool) {
+	switch {
+	case b >= a:
+		return b - a, true
+	case a < tickWrap && b < tickWrap:
+		return b + tickWrap - a, true
+	}
+	return 0, false
+}
+
 // Between is the operating point from sample a to the later sample b.
 // A tick field that wrapped around 32 bits is counted through the wrap;
 // any other counter that went back gives ErrWentBack, never a point.
@@ -71,10 +85,9 @@ func Between(a, b Sample) (Point, error) {
 		return y - x
 	}
 	ticks := func(x, y uint64) uint64 {
-		if y < x && x < tickWrap && y < tickWrap {
-			return y + tickWrap - x
-		}
-		return count(x, y)
+		d, forward := TicksBetween(x, y)
+		ok = ok && forward
+		return d
 	}
 	reads := count(a.ReadIOs, b.ReadIOs)
 	writes := count(a.WriteIOs, b.WriteIOs)

@@ -194,3 +194,22 @@ func BenchmarkParseStat(b *testing.B) {
 		}
 	}
 }
+
+func TestTicksBetween(t *testing.T) {
+	for _, tc := range []struct {
+		a, b, want uint64
+		ok         bool
+	}{
+		{100, 350, 250, true},
+		{7, 7, 0, true},
+		{1<<32 - 100, 300, 400, true},
+		// Within 32 bits any step back reads as a wrap; Between tells a
+		// reset from one by the elapsed time.
+		{500, 100, 1<<32 - 400, true},
+		{1 << 33, 5, 0, false}, // wider than the kernel prints: went back
+	} {
+		if got, ok := TicksBetween(tc.a, tc.b); got != tc.want || ok != tc.ok {
+			t.Errorf("TicksBetween(%d, %d) = %d, %v; want %d, %v", tc.a, tc.b, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -299,7 +299,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	if err := rec.save(); err != nil {
 		return nil, fmt.Errorf("%s: recording the original settings before the first switch: %w", name, err)
 	}
-	rep.ReadsBefore, rep.WritesBefore = before.Reads, before.Writes
+	rep.ReadsBefore, rep.WritesBefore = before.ReadIOs, before.WriteIOs
 
 	// Measuring stops in time for the restore to fit in the budget.
 	mctx, cancel := context.WithDeadline(ctx, start.Add(budget-restoreAllowance))
@@ -353,7 +353,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 				close(rep.restoreDone)
 			}()
 			if after, e := readStat(t.FS, name); e == nil { // the counters, not the queue
-				rep.ReadsAfter, rep.WritesAfter = after.Reads, after.Writes
+				rep.ReadsAfter, rep.WritesAfter = after.ReadIOs, after.WriteIOs
 			}
 			rep.ElapsedS = time.Since(start).Seconds()
 			err = errors.Join(err, fmt.Errorf("%s: %w: the disk has not taken the write after %s (a switch waits for the reads in flight); the write goes on and the disk stays locked until it ends; the settings stay recorded in %s for the next probe or daemon start",
@@ -386,7 +386,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 			err = errors.Join(err, e)
 		}
 		if after, e := readStat(t.FS, name); e == nil {
-			rep.ReadsAfter, rep.WritesAfter = after.Reads, after.Writes
+			rep.ReadsAfter, rep.WritesAfter = after.ReadIOs, after.WriteIOs
 			if rep.WritesAfter != rep.WritesBefore && rep.Disturbed == "" {
 				// The probe only reads: these were others'.
 				rep.Disturbed = fmt.Sprintf("%d writes by others during the probe", rep.WritesAfter-rep.WritesBefore)
@@ -549,7 +549,7 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 		s, err := eng.Run(ctx, &Job{FD: fd, BlockSize: o.BlockSize, Depth: depth, Deadline: deadline, Size: size, Seed: seed})
 		var observed float64
 		if after, serr := readStat(fs, name); serr == nil && s != nil {
-			observed = observedDepth(before, after, s.Elapsed)
+			observed = observedDepth(before.Stat, after.Stat, s.Elapsed)
 		} else if err == nil {
 			err = serr
 		}

@@ -6,13 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/disklock"
+	"github.com/iosched/iosched/observe"
 	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -269,58 +269,31 @@ func openNode(devDir, name, majorMinor string) (int, error) {
 	return fd, nil
 }
 
-// Stat is /sys/block/NAME/stat's counters a probe reports
-// (Documentation/block/stat.rst).
-type Stat struct {
-	Reads, Writes, InFlight uint64
-	// TimeInQueue is field 11, the milliseconds the disk's completed
-	// requests spent in flight, summed (the kernel adds each request's
-	// time from its start to its completion when it completes: part_stat
-	// nsecs in block/blk-mq.c, shown by part_stat_show in
-	// block/genhd.c); its change over an interval, over the interval's
-	// length, is the mean number in flight (Little's law). HasTimeInQueue
-	// is false when the file has fewer fields.
-	TimeInQueue    uint64
-	HasTimeInQueue bool
-}
-
-func readStat(fs sysfs.FS, name string) (Stat, error) {
-	b, err := os.ReadFile(filepath.Join(fs.Root(), "block", name, "stat"))
+// readStat reads the disk's stat counters (one open, read and close).
+func readStat(fs sysfs.FS, name string) (observe.Sample, error) {
+	d, err := observe.Open(observe.StatPath(fs.Root(), name))
 	if err != nil {
-		return Stat{}, err
+		return observe.Sample{}, err
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 9 {
-		return Stat{}, fmt.Errorf("%s stat: %d fields", name, len(f))
-	}
-	var v [9]uint64
-	for i := range v {
-		if v[i], err = strconv.ParseUint(f[i], 10, 64); err != nil {
-			return Stat{}, fmt.Errorf("%s stat: %w", name, err)
-		}
-	}
-	// Fields: reads, reads merged, sectors read, ms reading, writes,
-	// writes merged, sectors written, ms writing, in flight, then ms busy
-	// and ms in flight summed.
-	st := Stat{Reads: v[0], Writes: v[4], InFlight: v[8]}
-	if len(f) >= 11 {
-		if st.TimeInQueue, err = strconv.ParseUint(f[10], 10, 64); err != nil {
-			return Stat{}, fmt.Errorf("%s stat: %w", name, err)
-		}
-		st.HasTimeInQueue = true
-	}
-	return st, nil
+	defer d.Close()
+	return d.Read()
 }
 
 // observedDepth is the mean number of requests the disk had in flight
-// between two reads of its stat elapsed apart, 0 when a read lacks the
-// counter. Requests are counted at completion, so every read of a
-// measurement is counted once the engine has waited for them all.
-func observedDepth(before, after Stat, elapsed time.Duration) float64 {
-	if !before.HasTimeInQueue || !after.HasTimeInQueue || elapsed <= 0 || after.TimeInQueue < before.TimeInQueue {
+// over a measurement elapsed long, from the reads of its stat just before
+// and after: field 11, the milliseconds its completed requests spent in
+// flight, summed (the kernel adds each request's time from its start to
+// its completion when it completes: part_stat nsecs in block/blk-mq.c,
+// shown by part_stat_show in block/genhd.c), over the measurement's
+// length (Little's law). Requests are counted at completion, so every
+// read of a measurement is counted once the engine has waited for them
+// all. 0 when the counter went back.
+func observedDepth(before, after observe.Stat, elapsed time.Duration) float64 {
+	queued, ok := observe.TicksBetween(before.TimeInQueue, after.TimeInQueue)
+	if !ok || elapsed <= 0 {
 		return 0
 	}
-	return float64(after.TimeInQueue-before.TimeInQueue) / (float64(elapsed) / float64(time.Millisecond))
+	return float64(queued) / (float64(elapsed) / float64(time.Millisecond))
 }
 
 // busyIOPS is the I/O rate by others above which a disk is busy: a probe
@@ -339,8 +312,12 @@ func checkIdle(fs sysfs.FS, name string, sample time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("busy check: %w", err)
 	}
-	ios := (b.Reads - a.Reads) + (b.Writes - a.Writes)
-	rate := float64(ios) / sample.Seconds()
+	p, err := observe.Between(a, b)
+	if err != nil {
+		return fmt.Errorf("busy check: %s: %w", name, err)
+	}
+	ios := (b.ReadIOs - a.ReadIOs) + (b.WriteIOs - a.WriteIOs)
+	rate := p.IOPS()
 	if rate > busyIOPS || b.InFlight > 0 && a.InFlight > 0 {
 		err := refuse(name, "the disk is busy: %d I/Os by others in %s (%.0f/s, more than %d/s), %d in flight", ios, sample, rate, busyIOPS, b.InFlight)
 		err.(*Refusal).Busy, err.(*Refusal).Err = true, ErrOthersIO

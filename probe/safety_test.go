@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/treetest"
+	"github.com/iosched/iosched/observe"
 	"github.com/iosched/iosched/originals"
 	"github.com/iosched/iosched/sysfs"
 )
@@ -113,5 +115,25 @@ func TestRecoverEarlierFormat(t *testing.T) {
 	}
 	if v, err := fs.ReadQueueAttr("loop0", "nr_requests"); err != nil || v != "32" {
 		t.Errorf("loop0 nr_requests = %q, %v; want 32 restored", v, err)
+	}
+}
+
+// The depth a measurement saw is time_in_queue's change over its length,
+// through the counter's 32-bit wrap.
+func TestObservedDepth(t *testing.T) {
+	for _, tc := range []struct {
+		before, after uint64
+		elapsed       time.Duration
+		want          float64
+	}{
+		{1000, 33000, time.Second, 32},
+		{1<<32 - 500, 1500, 500 * time.Millisecond, 4},
+		{1 << 40, 5, time.Second, 0}, // went back: no depth
+		{1000, 2000, 0, 0},
+	} {
+		got := observedDepth(observe.Stat{TimeInQueue: tc.before}, observe.Stat{TimeInQueue: tc.after}, tc.elapsed)
+		if got != tc.want {
+			t.Errorf("observedDepth(%d, %d, %s) = %v, want %v", tc.before, tc.after, tc.elapsed, got, tc.want)
+		}
 	}
 }
