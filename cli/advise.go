@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -14,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/adapt"
-	"github.com/iosched/iosched/internal/safefile"
 	"github.com/iosched/iosched/observe"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/probe"
@@ -99,7 +96,7 @@ why); 2 for a bad flag.`,
 			if err != nil {
 				return err
 			}
-			src := &resultSource{stateDir: stateDir, seeds: seeds, defaultDir: stateDir == probe.DefaultStateDir, now: time.Now()}
+			src := &resultSource{stateDir: stateDir, store: probe.OpenStore(stateDir, seeds), defaultDir: stateDir == probe.DefaultStateDir, now: time.Now()}
 			failed := false
 			for i := range rows {
 				r := &rows[i]
@@ -287,17 +284,12 @@ func fmtDepth(d float64) string {
 type resultSource struct {
 	stateDir   string
 	defaultDir bool
-	seeds      []string
+	store      *probe.Store
 	now        time.Time
 	own        []probe.Record
-	seeded     []seededFile
+	seeded     []probe.SeededFile
 	read       bool
 	errs       []error
-}
-
-type seededFile struct {
-	path string
-	recs []probe.Record
 }
 
 func (s *resultSource) load() {
@@ -306,48 +298,12 @@ func (s *resultSource) load() {
 	}
 	s.read = true
 	var err error
-	if s.own, err = probe.OpenStore(s.stateDir, nil).Records(); err != nil {
+	if s.own, err = s.store.Records(); err != nil {
 		s.errs = append(s.errs, err)
 	}
-	for _, g := range s.seeds {
-		files, err := filepath.Glob(g)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("probe_results %q: %w", g, err))
-			continue
-		}
-		slices.Sort(files)
-		for _, f := range files {
-			recs, err := readSeeded(f)
-			if err != nil {
-				s.errs = append(s.errs, err)
-				continue
-			}
-			s.seeded = append(s.seeded, seededFile{f, recs})
-		}
+	if s.seeded, err = s.store.Seeded(); err != nil {
+		s.errs = append(s.errs, err)
 	}
-}
-
-// maxSeeded caps a seeded file's size, as the daemon's lookup does.
-const maxSeeded = 64 << 20
-
-// readSeeded reads a file of exported probe results (iosched probe
-// --export), the shape [daemon] probe_results names.
-func readSeeded(path string) ([]probe.Record, error) {
-	b, err := safefile.Read(path, maxSeeded)
-	if err != nil {
-		return nil, fmt.Errorf("seeded probe results: %w", err)
-	}
-	var f struct {
-		Version int            `json:"version"`
-		Results []probe.Record `json:"results"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("seeded probe results: %s: %w", path, err)
-	}
-	if f.Version != 1 {
-		return nil, fmt.Errorf("seeded probe results: %s: version %d, want 1", path, f.Version)
-	}
-	return f.Results, nil
 }
 
 // find is dev's result and where it came from ("remembered" or
@@ -372,12 +328,12 @@ func (s *resultSource) find(fs sysfs.FS, dev *sysfs.Device) (*probe.Record, stri
 		}
 		return best
 	}
-	if r := pick(s.own, probe.OpenStore(s.stateDir, nil).Path()); r != nil {
+	if r := pick(s.own, s.store.Path()); r != nil {
 		return r, "remembered"
 	}
 	for _, f := range s.seeded {
-		if r := pick(f.recs, f.path); r != nil {
-			return r, "seeded from " + f.path
+		if r := pick(f.Results, f.Path); r != nil {
+			return r, "seeded from " + f.Path
 		}
 	}
 	return nil, ""

@@ -237,6 +237,40 @@ func (s *Store) Records() ([]Record, error) {
 	return recs, err
 }
 
+// SeededFile is one seeded file's results, as written: Record.Check says
+// which of them may be used.
+type SeededFile struct {
+	Path    string
+	Results []Record
+}
+
+// Seeded reads the seeded files (files of `iosched probe --export`, which
+// [daemon] probe_results names by glob), in glob and name order, with the
+// checks of Lookup: at most 64 MiB each, links allowed (an
+// administrator's file), format version 1. A glob or file that cannot be
+// read is an error, after the files that could.
+func (s *Store) Seeded() ([]SeededFile, error) {
+	var files []SeededFile
+	var errs []error
+	for _, g := range s.seeded {
+		names, err := filepath.Glob(g)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("probe_results %q: %w", g, err))
+			continue
+		}
+		slices.Sort(names)
+		for _, f := range names {
+			recs, err := readStoreFile(f, false, maxSeedFile)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("seeded probe results: %w", err))
+				continue
+			}
+			files = append(files, SeededFile{f, recs})
+		}
+	}
+	return files, errors.Join(errs...)
+}
+
 // Want is what a lookup asks for.
 type Want struct {
 	Method
@@ -299,21 +333,12 @@ func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 	}
 	files = append(files, file{own, "", s.path})
 	read := func() { // the seeded files, once, and only when needed
-		for _, g := range s.seeded {
-			names, err := filepath.Glob(g)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("probe_results %q: %w", g, err))
-				continue
-			}
-			slices.Sort(names)
-			for _, f := range names {
-				recs, err := readStoreFile(f, false, maxSeedFile)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("seeded probe results: %w", err))
-					continue
-				}
-				files = append(files, file{recs, f, f})
-			}
+		seeded, err := s.Seeded()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, f := range seeded {
+			files = append(files, file{f.Results, f.Path, f.Path})
 		}
 	}
 	// With no depths asked, the one pass is of results without a curve.

@@ -265,3 +265,39 @@ func TestStoreRefusesWhatIsNotAFile(t *testing.T) {
 		})
 	}
 }
+
+// Seeded reads the seeded files in glob and name order, as Lookup does;
+// one of another version, or not JSON, is an error naming it, after the
+// files that could be read.
+func TestSeeded(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	b := write("b.json", `{"version": 1, "results": [{"device": "vdb"}]}`)
+	a := write("a.json", `{"version": 1, "results": [{"device": "vda"}, {"device": "vdc"}]}`)
+	v2 := write("c.json", `{"version": 2, "results": []}`)
+	bad := write("d.json", `{"version": 1,`)
+	write("e.txt", `not a seed`)
+	s := OpenStore(filepath.Join(dir, "state"), []string{filepath.Join(dir, "*.json"), filepath.Join(dir, "none-*.json")})
+	files, err := s.Seeded()
+	var got []string
+	for _, f := range files {
+		for _, r := range f.Results {
+			got = append(got, filepath.Base(f.Path)+":"+r.Device)
+		}
+	}
+	if want := []string{"a.json:vda", "a.json:vdc", "b.json:vdb"}; !slices.Equal(got, want) || files[0].Path != a || files[1].Path != b {
+		t.Errorf("seeded: %v, want %v", got, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), v2+": version 2, want 1") || !strings.Contains(err.Error(), bad+": unexpected end of JSON input") {
+		t.Errorf("err = %v; want c.json's version and d.json's JSON named", err)
+	}
+	if _, err := OpenStore(dir, []string{"["}).Seeded(); err == nil || !strings.Contains(err.Error(), `probe_results "["`) {
+		t.Errorf("a bad glob: %v", err)
+	}
+}
