@@ -173,19 +173,37 @@ func (j *Job) offsets(w int) func() (int64, bool) {
 	return func() (int64, bool) { return int64(rng.Uint64N(blocks)) * bs, true }
 }
 
-// alignedBuffers maps n buffers of size bytes each, page aligned as
-// O_DIRECT needs, outside the Go heap (the kernel writes them while no Go
-// pointer may be watching).
-func alignedBuffers(n, size int) ([]byte, [][]byte, error) {
+// readBuffers are a measurement's read buffers: n buffers of size bytes
+// each, page aligned as O_DIRECT needs, mapped outside the Go heap (the
+// kernel writes them while no Go pointer may be watching).
+type readBuffers struct {
+	mem  []byte
+	bufs [][]byte
+	kept bool
+}
+
+// alignedBuffers maps n buffers of size bytes each.
+func alignedBuffers(n, size int) (*readBuffers, error) {
 	mem, err := unix.Mmap(-1, 0, n*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mmap %d read buffers: %w", n, err)
+		return nil, fmt.Errorf("mmap %d read buffers: %w", n, err)
 	}
-	bufs := make([][]byte, n)
-	for i := range bufs {
-		bufs[i] = mem[i*size : (i+1)*size : (i+1)*size]
+	b := &readBuffers{mem: mem, bufs: make([][]byte, n)}
+	for i := range b.bufs {
+		b.bufs[i] = mem[i*size : (i+1)*size : (i+1)*size]
 	}
-	return mem, bufs, nil
+	return b, nil
+}
+
+// keep leaves the buffers mapped for good: a read left behind (stuck in
+// the device) writes into its buffer if it ever completes.
+func (b *readBuffers) keep() { b.kept = true }
+
+// release unmaps the buffers unless they are kept.
+func (b *readBuffers) release() {
+	if !b.kept {
+		unix.Munmap(b.mem)
+	}
 }
 
 func cpuTime() time.Duration {

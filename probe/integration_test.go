@@ -275,23 +275,24 @@ func TestIntegrationProbe(t *testing.T) {
 		checkBack(t, fs, l.Name, orig)
 	})
 
-	t.Run("recover after a killed probe", func(t *testing.T) {
-		// What a probe killed mid-measurement leaves: the record, and a
-		// candidate in place.
-		killed := func() {
-			t.Helper()
-			rec, err := newRecord(fs, state, l.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := rec.save(); err != nil {
-				t.Fatal(err)
-			}
-			if err := rec.switchTo(fs, "none"); err != nil {
-				t.Fatal(err)
-			}
+	// What a probe killed mid-measurement leaves: the record, and a
+	// candidate in place.
+	killed := func(t *testing.T) *record {
+		t.Helper()
+		rec, err := newRecord(fs, state, l.Name)
+		if err != nil {
+			t.Fatal(err)
 		}
-		killed()
+		if err := rec.save(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.switchTo(fs, "none"); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	t.Run("recover after a killed probe", func(t *testing.T) {
+		killed(t)
 		got, err := RecoverInterrupted(state, locks, fs)
 		if err != nil || len(got) != 1 || !got[0].Restored || got[0].Device != l.Name {
 			t.Fatalf("RecoverInterrupted = %+v, %v", got, err)
@@ -301,7 +302,7 @@ func TestIntegrationProbe(t *testing.T) {
 			t.Errorf("record not cleared: %v", err)
 		}
 		// A record whose probe still runs (its lock held) is left alone.
-		killed()
+		killed(t)
 		unlock, err := disklock.New(locks.Path()).Lock(l.Name)
 		if err != nil {
 			t.Fatal(err)
@@ -323,16 +324,7 @@ func TestIntegrationProbe(t *testing.T) {
 	// replaying it would undo the admin. It is dropped, saying why, and
 	// the admin's values stay. (Before, they were "restored" over.)
 	t.Run("a record the disk no longer shows is dropped", func(t *testing.T) {
-		rec, err := newRecord(fs, state, l.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rec.save(); err != nil {
-			t.Fatal(err)
-		}
-		if err := rec.switchTo(fs, "none"); err != nil {
-			t.Fatal(err)
-		}
+		rec := killed(t)
 		admin := map[string]string{"scheduler": "mq-deadline", "nr_requests": "77"}
 		if err := rec.disk().Restore(fs, l.Name); err != nil { // the kernel's late restore
 			t.Fatal(err)
@@ -439,17 +431,18 @@ func TestIntegrationRefusals(t *testing.T) {
 		done := make(chan struct{})
 		go func() { // someone else reading the disk
 			defer close(done)
-			_, bufs, err := alignedBuffers(1, 4096)
+			rb, err := alignedBuffers(1, 4096)
 			if err != nil {
 				return
 			}
+			defer rb.release()
 			for i := int64(0); ; i++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				_, _ = unix.Pread(fd, bufs[0], (i%1000)*4096)
+				_, _ = unix.Pread(fd, rb.bufs[0], (i%1000)*4096)
 			}
 		}()
 		err = run(l.Name, quick(), "")

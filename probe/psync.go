@@ -31,16 +31,12 @@ func psyncProcs(depth int) int { return depth + 1 }
 func (psyncEngine) Name() string { return EnginePsync }
 
 func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
-	mem, bufs, err := alignedBuffers(j.Depth, j.BlockSize)
+	rb, err := alignedBuffers(j.Depth, j.BlockSize)
 	if err != nil {
 		return nil, err
 	}
-	keepBuffers := false
-	defer func() {
-		if !keepBuffers {
-			unix.Munmap(mem)
-		}
-	}()
+	defer rb.release()
+	bufs := rb.bufs
 	type result struct {
 		reads int64
 		lat   []uint32
@@ -117,7 +113,7 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		// A reader is stuck in pread. It writes into its buffer and
 		// results when (if) the read returns: leave both to it.
 		halt()
-		keepBuffers = true
+		rb.keep()
 		return nil, fmt.Errorf("reads did not complete within %s of the measurement's end: %w", hangGrace, ErrStuck)
 	}
 	s := &Sample{Elapsed: time.Since(start), CPU: cpuTime() - cpu0, WorkerRuns: -1}

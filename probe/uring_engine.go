@@ -39,16 +39,12 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		return nil, err
 	}
 	defer r.close()
-	mem, bufs, err := alignedBuffers(j.Depth, j.BlockSize)
+	rb, err := alignedBuffers(j.Depth, j.BlockSize)
 	if err != nil {
 		return nil, err
 	}
-	keepBuffers := false
-	defer func() {
-		if !keepBuffers {
-			unix.Munmap(mem)
-		}
-	}()
+	defer rb.release()
+	bufs := rb.bufs
 	if !j.PlainBuffers {
 		r.register(bufs)
 	}
@@ -112,7 +108,7 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		if err != nil {
 			// Reads may still be in flight into the buffers: keep them
 			// mapped (the ring's teardown cancels or waits for them).
-			keepBuffers = true
+			rb.keep()
 			if errors.Is(err, errWaitTimedOut) {
 				err = fmt.Errorf("%d reads did not complete within %s of the measurement's end: %w", inflight, hangGrace, ErrStuck)
 			}
