@@ -174,7 +174,7 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 		}
 		// Something unexpected: read the disk afresh.
 	}
-	diskDir, err := d.fs.OpenDisk(name)
+	diskDir, err := d.fs.OpenDiskToWrite(name, j.devpath)
 	if err != nil {
 		return nil, policy.Evaluation{}, nil, err
 	}

@@ -42,6 +42,9 @@ type job struct {
 	// full pass need not read them; zero when a scan asked too (the scan
 	// after lost events must read them afresh).
 	ident sysfs.Ident
+	// devpath is where the newest uevent says the disk's directory is
+	// (uevent.Event.DevPath); "" when a scan asked too.
+	devpath string
 	// afterUdev: asked for by udevd's processed event; kernelEvent: by
 	// the kernel's uevent (udevfollow.go).
 	afterUdev, kernelEvent bool
@@ -63,12 +66,12 @@ func (j *job) merge(kind passKind, ev *uevent.Event, wg *barrier) {
 	}
 	switch {
 	case ev == nil:
-		j.ident = sysfs.Ident{}
+		j.ident, j.devpath = sysfs.Ident{}, ""
 	case ev.Props != nil:
 		j.props = ev.Props
 		fallthrough
 	default:
-		j.ident = ev.Ident
+		j.ident, j.devpath = ev.Ident, ev.DevPath
 	}
 	if ev != nil && !ev.UdevDone && !ev.At.IsZero() && (j.received.IsZero() || ev.At.Before(j.received)) {
 		j.received = ev.At

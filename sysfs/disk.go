@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -36,28 +37,77 @@ type Disk struct {
 	// opened from it; else they go by path (FS.WriteReadQueueAttr).
 	confined bool
 	top      []string
+	// listed: a listing of the directory was tried, so the descriptor's
+	// position may have moved (a fresh one needs no lseek).
+	listed bool
+	// sched is queue/scheduler open for reading and writing (-1: not
+	// open), on a live sysfs, for a disk opened with OpenDiskToWrite:
+	// the read before the write, the write and its read back go through
+	// one open, where each open is two lookups under kernfs's lock.
+	sched     int
+	keepSched bool
 }
 
 // OpenDisk finds a disk's directory, as DeviceFacts does, and opens it.
-func (s FS) OpenDisk(name string) (*Disk, error) {
+func (s FS) OpenDisk(name string) (*Disk, error) { return s.openDisk(name, "", false) }
+
+// OpenDiskToWrite is OpenDisk for a reader that may then write the disk's
+// scheduler (the daemon's pass): on a live sysfs, Read opens
+// queue/scheduler for reading and writing and keeps it open for the write,
+// one open where a read and a write take two. devpath, when not "", is the
+// disk's directory from the root as its uevent names it (DEVPATH,
+// "/devices/virtual/block/loop7"): opened directly, it spares the lookup
+// of the disk's link in block/; it must come from the disk's uevent
+// (openDevPath). When no directory is there, the disk is found by its name
+// as OpenDisk finds it.
+func (s FS) OpenDiskToWrite(name, devpath string) (*Disk, error) {
+	return s.openDisk(name, devpath, true)
+}
+
+func (s FS) openDisk(name, devpath string, toWrite bool) (*Disk, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	dir, fd, confined, err := s.resolve(name)
+	dir, fd, confined, err := s.resolveAt(name, devpath)
 	if err != nil {
 		return nil, err
 	}
-	return &Disk{fs: s, name: name, dir: dir, fd: fd, confined: confined}, nil
+	return &Disk{fs: s, name: name, dir: dir, fd: fd, confined: confined, sched: -1, keepSched: toWrite && confined && s.live}, nil
 }
 
 // Close closes the directory.
 func (disk *Disk) Close() error {
+	if disk.sched >= 0 {
+		unix.Close(disk.sched)
+		disk.sched = -1
+	}
 	if disk.fd < 0 {
 		return nil
 	}
 	err := unix.Close(disk.fd)
 	disk.fd = -1
 	return err
+}
+
+// readScheduler reads queue/scheduler through a descriptor open for
+// reading and writing, kept for the write (keepSched). ok false: it could
+// not be opened so (read-only sysfs, no privilege), and the caller reads
+// it the usual way.
+func (disk *Disk) readScheduler() (b []byte, err error, ok bool) {
+	if disk.sched < 0 {
+		fd, err := openat2(disk.fd, "queue/scheduler", unix.O_RDWR, unix.RESOLVE_BENEATH)
+		if err != nil {
+			disk.keepSched = false
+			return nil, nil, false
+		}
+		disk.sched = fd
+	}
+	var buf [maxAttr]byte
+	n, err := retryEINTR(func() (int, error) { return unix.Pread(disk.sched, buf[:], 0) })
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: "queue/scheduler", Err: err}, true
+	}
+	return append([]byte(nil), buf[:n]...), nil, true
 }
 
 // Exists reports whether this disk (not just one of its name) is still
@@ -102,6 +152,18 @@ func (disk *Disk) WriteReadQueueAttr(name, attr, value string) (got string, writ
 	}
 	if !disk.confined {
 		return disk.fs.WriteReadQueueAttr(name, attr, value)
+	}
+	if attr == "scheduler" && disk.sched >= 0 {
+		// Open since the read before this write (readScheduler). A
+		// write to a sysfs attribute ignores the file's position, and a
+		// read at offset 0 shows the attribute afresh
+		// (fs/seq_file.c, seq_read_iter).
+		b, written, err := writeReadKeep(disk.sched, rel, value)
+		if err != nil {
+			return "", written, attrError(name, attr, "write", err)
+		}
+		got, err = attrValue(name, attr, "read back", b)
+		return got, true, err
 	}
 	fd, err := disk.open(rel, unix.O_RDWR|unix.O_TRUNC)
 	if err == errNoOpenat2 {
@@ -148,7 +210,20 @@ func (disk *Disk) open(rel string, flags int) (int, error) {
 // element; every attribute is then opened relative to the directory, a
 // lookup of one or two names where a full path takes eight, each one a
 // turn of kernfs's lock, which hot-plug itself holds to add its files.
-func (s FS) resolve(name string) (string, int, bool, error) {
+func (s FS) resolve(name string) (string, int, bool, error) { return s.resolveAt(name, "") }
+
+// resolveAt is resolve, trying first the directory devpath (from the
+// root), when given, whose last element must be name. A disk's uevent
+// names its directory so: the lookup of its block/ link (two names and the
+// link, each a turn of kernfs's lock) is spared. When it cannot be opened
+// (the disk is gone, or the tree has another layout), the lookup by name
+// says what there is.
+func (s FS) resolveAt(name, devpath string) (string, int, bool, error) {
+	if devpath != "" {
+		if dir, fd, confined, ok := s.openDevPath(name, devpath); ok {
+			return dir, fd, confined, nil
+		}
+	}
 	rel := s.blockRel(name)
 	target, err := s.readlinkInRoot(rel)
 	viaClass := s.noBlock
@@ -201,6 +276,25 @@ func (s FS) resolve(name string) (string, int, bool, error) {
 		}
 	}
 	return resolved, fd, confined, nil
+}
+
+// openDevPath opens devpath, a whole disk's directory from the root as
+// the disk's uevent names it (DEVPATH, with DEVTYPE=disk): below the root,
+// ending in name. It is not checked further, which would cost the lookups
+// it spares: the event is the kernel's (or udevd's, relaying it), and a
+// disk of that name in that directory is the disk of that name; whether it
+// is still the one the event was about, the caller tells from its diskseq
+// (Read).
+func (s FS) openDevPath(name, devpath string) (string, int, bool, bool) {
+	rel := strings.TrimPrefix(path.Clean("/"+devpath), "/")
+	if path.Base(rel) != name || !strings.HasPrefix(rel, "devices/") || s.dir == nil {
+		return "", -1, false, false
+	}
+	fd, confined, err := s.openDir(filepath.FromSlash(rel))
+	if err != nil {
+		return "", -1, false, false
+	}
+	return filepath.Join(s.rootAbs(), filepath.FromSlash(rel)), fd, confined, true
 }
 
 // PartitionError is returned when a partition is named where a whole disk is

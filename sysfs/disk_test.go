@@ -213,3 +213,36 @@ func TestDiskDirectoryThroughLinkOutOfRoot(t *testing.T) {
 		})
 	}
 }
+
+// The directory a uevent names is opened when it is the disk's; a devpath
+// that names another disk, leaves the root or is not a device directory is
+// not taken, and the disk is found by its name. A copied tree (not a live
+// sysfs) keeps no scheduler file open: its writes truncate the file.
+func TestDiskOpenAtDevPath(t *testing.T) {
+	fs := newFS(t, copyTree(t, cloudTree))
+	for _, devpath := range []string{
+		"/devices/virtual/block/loop0",
+		"",
+		"/devices/virtual/block/md0",          // another disk's
+		"/devices/virtual/block/nosuch/loop0", // nothing there
+		"/devices/../../../devices/virtual/block/loop0", // cleaned to the same directory
+		"/sys/devices/virtual/block/loop0",              // not from the root
+	} {
+		disk, err := fs.OpenDiskToWrite("loop0", devpath)
+		if err != nil {
+			t.Fatalf("devpath %q: %v", devpath, err)
+		}
+		d, err := disk.Read(0, Ident{})
+		if err != nil || d.Path != "devices/virtual/block/loop0" || d.Class != ClassLoop {
+			t.Errorf("devpath %q: Read = %+v, %v", devpath, d, err)
+		}
+		if disk.keepSched || disk.sched >= 0 {
+			t.Errorf("devpath %q: a copied tree's scheduler file kept open", devpath)
+		}
+		got, written, err := disk.WriteReadQueueAttr("loop0", "scheduler", "mq-deadline")
+		if err != nil || !written || got != "mq-deadline" {
+			t.Errorf("devpath %q: WriteReadQueueAttr = %q, %v, %v", devpath, got, written, err)
+		}
+		disk.Close()
+	}
+}

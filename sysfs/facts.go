@@ -108,8 +108,8 @@ func (disk *Disk) Read(want Facts, known Ident) (*Device, error) {
 	d.Path = filepath.ToSlash(d.Path)
 	s.paths.set(name, d.Path)
 
-	r := reader{dir: resolved, fd: disk.fd, dev: d, top: disk.top}
-	defer func() { disk.top = r.top }() // the directory is listed once a handle
+	r := reader{dir: resolved, fd: disk.fd, dev: d, top: disk.top, listed: disk.listed}
+	defer func() { disk.top, disk.listed = r.top, r.listed }() // the directory is listed once a handle
 	d.DiskSeq = r.text("diskseq")
 	if known.MajorMinor != "" && known.DiskSeq != "" && known.DiskSeq == d.DiskSeq {
 		d.MajorMinor = known.MajorMinor
@@ -148,7 +148,7 @@ func (disk *Disk) Read(want Facts, known Ident) (*Device, error) {
 	}
 
 	schedFile, bare := false, false
-	if b, ok := r.read("queue/scheduler", false); ok {
+	if b, ok := r.readScheduler(disk); ok {
 		schedFile = true
 		active, offered, err := ParseScheduler(b)
 		if err != nil {
@@ -232,6 +232,26 @@ type reader struct {
 	// A slice, not a map: a few dozen names, and a map a disk was a large
 	// share of what a burst of new disks allocated (contrib/bench/README.md).
 	top []string
+	// listed: a listing was tried on fd, which may have moved its
+	// position; a descriptor never listed is at the start.
+	listed bool
+}
+
+// readScheduler reads queue/scheduler as read does, through the
+// descriptor disk keeps for its write when it keeps one.
+func (r *reader) readScheduler(disk *Disk) ([]byte, bool) {
+	const rel = "queue/scheduler"
+	if disk.keepSched && !r.absent(rel) {
+		b, err, ok := disk.readScheduler()
+		switch {
+		case ok && err != nil:
+			r.dev.errorf("%s: %v", rel, unwrapPath(err))
+			return nil, false
+		case ok:
+			return b, true
+		}
+	}
+	return r.read(rel, false)
 }
 
 // absent reports whether rel's first element is known not to be in the
@@ -305,10 +325,13 @@ func (r *reader) exists(rel string) bool {
 // (fs/readdir.c, filldir64), and Go preempts with SIGURG.
 func (r *reader) list() ([]string, error) {
 	// From the start, whatever an earlier listing that failed half-way
-	// left of the descriptor's position.
-	if _, err := unix.Seek(r.fd, 0, 0); err != nil {
-		return nil, &fs.PathError{Op: "seek", Path: r.dir, Err: err}
+	// left of the descriptor's position (a fresh one is there).
+	if r.listed {
+		if _, err := unix.Seek(r.fd, 0, 0); err != nil {
+			return nil, &fs.PathError{Op: "seek", Path: r.dir, Err: err}
+		}
 	}
+	r.listed = true
 	var buf [8192]byte
 	var names []string
 	for {

@@ -173,3 +173,46 @@ func TestIntegrationDiskHandle(t *testing.T) {
 		t.Errorf("the new %s: scheduler %q, %v; want none, untouched", again.Name, v, err)
 	}
 }
+
+// A disk opened to be written, by the directory its uevent names: the
+// scheduler read before the write, the write and its read back go through
+// one open file, and what is read is what the kernel shows.
+func TestIntegrationDiskToWrite(t *testing.T) {
+	looptest.Require(t)
+	l := looptest.Add(t, 7103)
+	fs := realFS(t)
+	disk, err := fs.OpenDiskToWrite(l.Name, "/devices/virtual/block/"+l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	d, err := disk.Read(0, sysfs.Ident{})
+	if err != nil || d.Path != "devices/virtual/block/"+l.Name || d.Class != sysfs.ClassLoop || d.Scheduler == nil || *d.Scheduler != "none" || len(d.Errors) != 0 {
+		t.Fatalf("Read = %+v, %v", d, err)
+	}
+	if !slices.Contains(d.Schedulers, "mq-deadline") {
+		t.Fatalf("schedulers offered %q", d.Schedulers)
+	}
+	got, written, err := disk.WriteReadQueueAttr(l.Name, "scheduler", "mq-deadline")
+	if err != nil || !written || got != "mq-deadline" {
+		t.Fatalf("WriteReadQueueAttr = %q, %v, %v", got, written, err)
+	}
+	if v, err := fs.ReadQueueAttr(l.Name, "scheduler"); err != nil || v != "mq-deadline" {
+		t.Errorf("scheduler read by name after the write = %q, %v", v, err)
+	}
+	// A second switch through the same open file (an EBUSY retry writes
+	// again): sysfs takes it whatever the file's position.
+	if got, written, err := disk.WriteReadQueueAttr(l.Name, "scheduler", "none"); err != nil || !written || got != "none" {
+		t.Errorf("second WriteReadQueueAttr = %q, %v, %v", got, written, err)
+	}
+
+	// A devpath where no disk is: the disk is found by its name.
+	other, err := fs.OpenDiskToWrite(l.Name, "/devices/virtual/block/nosuch/"+l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if d, err := other.Read(0, sysfs.Ident{}); err != nil || d.Path != "devices/virtual/block/"+l.Name {
+		t.Errorf("Read after a wrong devpath = %+v, %v", d, err)
+	}
+}

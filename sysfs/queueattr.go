@@ -141,6 +141,11 @@ func (s FS) WriteReadQueueAttr(name, attr, value string) (got string, written bo
 // and closes fd.
 func writeRead(fd int, path, value string) ([]byte, bool, error) {
 	defer unix.Close(fd)
+	return writeReadKeep(fd, path, value)
+}
+
+// writeReadKeep is writeRead on a descriptor the caller closes.
+func writeReadKeep(fd int, path, value string) ([]byte, bool, error) {
 	if _, err := retryEINTR(func() (int, error) { return unix.Write(fd, []byte(value)) }); err != nil {
 		return nil, false, &fs.PathError{Op: "write", Path: path, Err: err}
 	}

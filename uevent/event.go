@@ -21,6 +21,10 @@ type Event struct {
 	// Ident is the disk's MAJOR:MINOR and DISKSEQ (when the kernel sends
 	// it); empty when the event lacks MAJOR or MINOR.
 	Ident sysfs.Ident
+	// DevPath is the disk's directory below /sys, as the event names it
+	// ("/devices/virtual/block/loop7"): where its pass finds the disk
+	// without looking up its link in /sys/block (sysfs.FS.OpenDiskToWrite).
+	DevPath string
 	// Lost: events may have been dropped, so every disk must be rescanned.
 	Lost bool
 	// UdevDone: udevd's event, once it ran its rules (UdevDone source).
@@ -125,7 +129,7 @@ func (v vars) diskEvent() (Event, bool, error) {
 	if sysfs.ValidateName(name) != nil || name == "/" {
 		return Event{}, false, fmt.Errorf("uevent with unusable DEVPATH %q", devpath)
 	}
-	ev := Event{Action: v.action, Name: name}
+	ev := Event{Action: v.action, Name: name, DevPath: devpath}
 	if v.major != "" && v.minor != "" {
 		mm, err := sysfs.ParseMajorMinor(v.major + ":" + v.minor)
 		if _, serr := strconv.ParseUint(v.diskseq, 10, 64); err == nil && (v.diskseq == "" || serr == nil) {

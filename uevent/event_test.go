@@ -37,12 +37,12 @@ func TestParseEvent(t *testing.T) {
 		{"a partition", ueventtest.KernelMsg("add", "vda1", "partition"), false, false, Event{}, false},
 		{"bind is not for us", ueventtest.KernelMsg("bind", "vda", "disk"), false, false, Event{}, false},
 		{"another subsystem", []byte("add@/devices/virtual/bdi/7:7\x00ACTION=add\x00DEVPATH=/devices/virtual/bdi/7:7\x00SUBSYSTEM=bdi\x00"), false, false, Event{}, false},
-		{"the kernel name, not DEVNAME", []byte("add@/devices/pci0000:00/cciss!c0d0\x00ACTION=add\x00DEVPATH=/devices/pci0000:00/cciss!c0d0\x00SUBSYSTEM=block\x00DEVNAME=cciss/c0d0\x00DEVTYPE=disk\x00"), false, true, Event{Action: "add", Name: "cciss!c0d0"}, false},
+		{"the kernel name, not DEVNAME", []byte("add@/devices/pci0000:00/cciss!c0d0\x00ACTION=add\x00DEVPATH=/devices/pci0000:00/cciss!c0d0\x00SUBSYSTEM=block\x00DEVNAME=cciss/c0d0\x00DEVTYPE=disk\x00"), false, true, Event{Action: "add", Name: "cciss!c0d0", DevPath: "/devices/pci0000:00/cciss!c0d0"}, false},
 		{"garbage", []byte("hello"), false, false, Event{}, false},
 		{"garbage that says block", []byte("hello\x00SUBSYSTEM=block\x00"), false, false, Event{}, true},
 		{"the identity from MAJOR, MINOR and DISKSEQ",
 			[]byte("add@/devices/virtual/block/loop7\x00ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=7\x00DEVNAME=loop7\x00DEVTYPE=disk\x00DISKSEQ=42\x00"),
-			false, true, Event{Action: "add", Name: "loop7", Ident: sysfs.Ident{MajorMinor: "7:7", DiskSeq: "42"}}, false},
+			false, true, Event{Action: "add", Name: "loop7", Ident: sysfs.Ident{MajorMinor: "7:7", DiskSeq: "42"}, DevPath: "/devices/virtual/block/loop7"}, false},
 		{"no DISKSEQ (before 5.15)",
 			[]byte("add@/devices/virtual/block/loop7\x00ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=7\x00DEVTYPE=disk\x00"),
 			false, true, Event{Action: "add", Name: "loop7", Ident: sysfs.Ident{MajorMinor: "7:7"}}, false},
@@ -55,7 +55,7 @@ func TestParseEvent(t *testing.T) {
 		{"an action not acted on", []byte("online@/devices/virtual/block/loop7\x00ACTION=online\x00SUBSYSTEM=block\x00DEVTYPE=disk\x00"), false, false, Event{}, false},
 		{"udev mode keeps the properties",
 			udevMsg("ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00DEVTYPE=disk\x00DEVNAME=/dev/loop7\x00ID_BUS=ata\x00"),
-			true, true, Event{Action: "add", Name: "loop7", Props: map[string]string{"ID_BUS": "ata"}}, false},
+			true, true, Event{Action: "add", Name: "loop7", Props: map[string]string{"ID_BUS": "ata"}, DevPath: "/devices/virtual/block/loop7"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,6 +68,9 @@ func TestParseEvent(t *testing.T) {
 			}
 			if got.Action != tt.want.Action || got.Name != tt.want.Name || got.Ident != tt.want.Ident {
 				t.Errorf("got %s %s %+v, want %s %s %+v", got.Action, got.Name, got.Ident, tt.want.Action, tt.want.Name, tt.want.Ident)
+			}
+			if tt.want.DevPath != "" && got.DevPath != tt.want.DevPath {
+				t.Errorf("DevPath %q, want %q", got.DevPath, tt.want.DevPath)
 			}
 			for k, v := range tt.want.Props {
 				if got.Props[k] != v {
