@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/internal/debugprof"
 	"github.com/iosched/iosched/internal/gomaxprocs"
 	"github.com/iosched/iosched/journallog"
 	"github.com/iosched/iosched/policy"
@@ -137,7 +138,14 @@ when the disk answers, whatever signal it gets.`,
 				return &ExitError{Code: 2, Msg: err.Error()}
 			}
 			gomaxprocs.SetForDaemon()
+			stopProfile, err := debugprof.Start()
+			if err != nil {
+				return err
+			}
 			err = d.Run(cmd.Context())
+			if perr := stopProfile(); perr != nil {
+				fmt.Fprintln(e.stderr, "profiles:", perr)
+			}
 			if errors.Is(err, daemon.ErrUdevUnreachable) {
 				return &ExitError{Code: 2, Msg: err.Error()}
 			}

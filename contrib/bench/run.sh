@@ -5,17 +5,22 @@
 #   sudo contrib/bench/run.sh compare    # iosched against the alternatives (compare.sh)
 #
 # Measures on this machine, with 1000 loop devices and a scheduler switch
-# (loop's default none -> mq-deadline):
-#   1. the raw limit: the 1000 scheduler files written directly, all at once;
-#      and written one goroutine each as each loop is created;
-#   2. iosched daemon: 1000 loops appearing at once (daemon SIGSTOPped while
-#      they are created, then SIGCONT), and 1000 hot-plugged while it runs;
-#   3. systemd-udevd (its own instance, in a private mount namespace that sees
+# (loop's default none -> mq-deadline), in REPS rounds (default 3) that
+# alternate the ways, so that each ratio is taken within one round:
+#   1. the 1000 loops created one after another with nothing reacting; the
+#      raw writers: each scheduler written by a goroutine of the creator as
+#      its loop is created (hot-plug), and all 1000 written at once (loops
+#      present);
+#   2. iosched daemon (a fresh one each round): 1000 loops hot-plugged while
+#      it runs, and 1000 appearing at once (daemon SIGSTOPped while they are
+#      created, then SIGCONT); its CPU and peak memory;
+# then once:
+#   3. a rescan (SIGUSR1) of the 1000 disks all in policy: time and writes;
+#      the daemon's VmRSS with 1000 disks managed, and its CPU while
+#      nothing happens;
+#   4. systemd-udevd (its own instance, in a private mount namespace that sees
 #      only the benchmark's rule) with ATTR{queue/scheduler}="mq-deadline",
-#      the same two ways;
-#   4. a rescan (SIGUSR1) of the 1000 disks all in policy: time and writes;
-#   5. the daemon's VmRSS/VmHWM with 1000 disks managed, and its CPU while
-#      nothing happens.
+#      both ways.
 # See README.md. Only loop numbers 40000-41999 (BASE to BASE+1999) are
 # created, written and removed; every policy and rule matches only those.
 #
@@ -27,7 +32,12 @@
 # SKIP_UDEVD=1, KEEP=1 (keep the work directory), BASE (the first loop
 # number, default 40000; a multiple of 2000 whose range is free, for a
 # machine where a loop of the default range is stuck in the kernel),
-# METRICS=1 (the daemon writes a metrics file, [daemon] metrics_file).
+# METRICS=1 (the daemon writes a metrics file, [daemon] metrics_file),
+# REPS (rounds, default 3), ALSO (other daemon builds measured in the same
+# rounds, shown but not judged: "NAME=REV[+PATCH][,ARG...] ...", iosched
+# at commit REV, with the patch file PATCH applied, started with the extra
+# daemon arguments ARG; e.g. ALSO="p192=HEAD,--parallel=192
+# nolog=HEAD+results/ablate-nolog.patch").
 set -euo pipefail
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -41,6 +51,11 @@ if ! command -v go >/dev/null; then
 fi
 
 MODE=${1:-all}
+REPS=${REPS:-3}
+if ! [[ $REPS =~ ^[1-9][0-9]?$ ]]; then
+	echo "run.sh: REPS=$REPS: want a number of rounds, 1 to 99" >&2
+	exit 2
+fi
 case $MODE in
 all | compare) ;;
 *)
@@ -70,7 +85,7 @@ UDEVD=/lib/systemd/systemd-udevd
 
 TMP=$(mktemp -d /tmp/iosched-bench.XXXXXX)
 LB=$TMP/loopbench
-IOSCHED=$TMP/iosched
+IOSCHED=$TMP/iosched # the build judged; ALSO's are $TMP/NAME
 DAEMON_PID=
 UDEVD_PID=
 TUNED_PID= # compare.sh's; SIGKILLed (on SIGTERM tuned first undoes its settings, one by one)
@@ -138,18 +153,34 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 status_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 remove_loops() { bg "$LB" remove -first "$1" -count $N -parallel 64; }
 
-# start_daemon starts the benchmark's iosched daemon (policy.toml, its own
-# runtime and state directories) and returns once it sent READY=1.
+# start_daemon [NAME] starts the benchmark's iosched daemon (policy.toml,
+# fresh runtime and state directories), the build NAME (default: iosched,
+# the one judged; others from ALSO, with their extra arguments), logging to
+# $TMP/daemon.log, and returns once it sent READY=1.
 start_daemon() {
+	local name=${1:-iosched} extra=()
+	[[ -n ${ALSO_ARGS[$name]:-} ]] && IFS=, read -r -a extra <<<"${ALSO_ARGS[$name]}"
+	rm -rf "$TMP/run" "$TMP/state"
+	mkdir -p "$TMP/run" "$TMP/state"
 	"$LB" waitready -socket "$TMP/notify.sock" -timeout 120s >"$TMP/ready.txt" &
 	WAIT_PID=$!
 	for ((i = 0; i < 200; i++)); do [[ -S $TMP/notify.sock ]] && break; sleep 0.01; done
-	NOTIFY_SOCKET=$TMP/notify.sock "$IOSCHED" daemon --policy "$POLICY" \
-		--runtime-dir "$TMP/run" --state-dir "$TMP/state" 2>"$TMP/daemon.log" &
+	NOTIFY_SOCKET=$TMP/notify.sock "$TMP/$name" daemon --policy "$POLICY" \
+		--runtime-dir "$TMP/run" --state-dir "$TMP/state" "${extra[@]}" 2>"$TMP/daemon.log" &
 	DAEMON_PID=$!
 	wait "$WAIT_PID"
 	WAIT_PID=
 	rm -f "$TMP/notify.sock"
+}
+
+# wait_managed N: until the state file shows N disks managed (it is written
+# 250 ms after a change), at most 10 s.
+wait_managed() {
+	for ((i = 0; i < 100; i++)); do
+		[[ $("$LB" jget "$TMP/run/state.json" managed 2>/dev/null) == "$1" ]] && return 0
+		sleep 0.1
+	done
+	log "the daemon's state file does not show $1 disks managed after 10 s"
 }
 
 # start_udevd RULES starts a private systemd-udevd whose only rules are the
@@ -190,10 +221,21 @@ fi
 # tree as it is), so that work in progress elsewhere in the tree neither breaks
 # nor silently changes what is measured; and built as packaging/build.sh builds
 # the binary a package ships (static, stripped), since its memory is measured.
-build_iosched() { CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$IOSCHED" ./cmd/iosched; }
+build_iosched() { CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" ./cmd/iosched; }
+# build_at REV [PATCH] OUT: iosched at commit REV, with PATCH applied.
+build_at() {
+	local rev=$1 patch=$2 out=$3 src
+	src=$(mktemp -d "$TMP/src.XXXXXX")
+	(cd "$REPO" && git archive "$rev") | tar -x -C "$src"
+	if [[ -n $patch ]]; then
+		(cd "$src" && patch -s -p1 <"$patch") || { log "$patch does not apply to ${rev:0:12}"; exit 1; }
+	fi
+	(cd "$src" && build_iosched "$out")
+	rm -rf "$src"
+}
 if [[ ${BUILD_FROM:-commit} == worktree ]]; then
 	log "building iosched (working tree) and loopbench in $TMP"
-	(cd "$REPO" && build_iosched)
+	(cd "$REPO" && build_iosched "$IOSCHED")
 	metric build "worktree"
 else
 	# BUILD_FROM=REV: iosched at another commit, the same harness (A/B runs).
@@ -201,11 +243,32 @@ else
 	[[ $rev == commit ]] && rev=HEAD
 	commit=$(cd "$REPO" && git rev-parse --verify "$rev^{commit}")
 	log "building iosched (commit ${commit:0:12}) and loopbench in $TMP"
-	mkdir "$TMP/src"
-	(cd "$REPO" && git archive "$commit") | tar -x -C "$TMP/src"
-	(cd "$TMP/src" && build_iosched)
+	build_at "$commit" "" "$IOSCHED"
 	metric build "commit"
 fi
+# ALSO: more daemon builds, measured in the same rounds.
+declare -A ALSO_ARGS=()
+DAEMONS=(iosched)
+for spec in ${ALSO:-}; do
+	name=${spec%%=*} rest=${spec#*=}
+	if ! [[ $name =~ ^[a-z][a-z0-9_]*$ && $spec == *=* && $name != iosched && $name != raw* && $name != create ]]; then
+		echo "run.sh: ALSO entry '$spec': want NAME=REV[+PATCH][,ARG...], NAME of [a-z0-9_]" >&2
+		exit 2
+	fi
+	args=
+	[[ $rest == *,* ]] && args=${rest#*,} && rest=${rest%%,*}
+	patch=
+	[[ $rest == *+* ]] && patch=${rest#*+} && rest=${rest%%+*}
+	[[ -z $patch || $patch == /* ]] || patch=$HERE/$patch
+	c=$(cd "$REPO" && git rev-parse --verify "${rest:-HEAD}^{commit}")
+	log "building $name: iosched at ${c:0:12}${patch:+ + $(basename "$patch")}${args:+, daemon $args}"
+	build_at "$c" "$patch" "$TMP/$name"
+	ALSO_ARGS[$name]=$args
+	DAEMONS+=("$name")
+	metric "also_$name" "${c:0:12}${patch:++$(basename "$patch")}${args:+,$args}"
+done
+metric daemons "$(IFS=,; echo "${DAEMONS[*]}")"
+metric reps "$REPS"
 # loopbench is a module of its own (go.mod here: gonum/plot stays out of
 # the daemon's), built against this tree's iosched packages (replace ../..).
 (cd "$HERE" && go build -o "$LB" ./cmd/loopbench)
@@ -267,34 +330,71 @@ if [[ $MODE == compare ]]; then
 	exit 0
 fi
 
-# ---------------------------------------------------------------- 1. raw
+# ---------------------------------------------------------------- 1-2. rounds
 CREATED=1
-log "raw: create $N loops, then write all $N scheduler files at once"
-bg "$LB" raw -first $A -count $N -sched $SCHED >"$TMP/raw.json"
-metric raw_write_1_s "$("$LB" jget "$TMP/raw.json" write_s)"
-remove_loops $A
-log "raw: write each scheduler file as its loop is created"
-bg "$LB" rawhotplug -first $B -count $N -sched $SCHED >"$TMP/rawhotplug.json"
-remove_loops $B
+cpu_s() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" 'BEGIN { print t / hz }'; }
 
-# ---------------------------------------------------------------- 2. daemon
+# raw_round R: nothing reacting, then the two raw writers.
+raw_round() {
+	local r=$1
+	log "round $r: $N loops created with nothing reacting"
+	bg "$LB" create -json -first $B -count $N >"$TMP/r${r}_create.json"
+	remove_loops $B
+	log "round $r: raw, each scheduler written as its loop is created"
+	bg "$LB" rawhotplug -first $B -count $N -sched $SCHED >"$TMP/r${r}_rawhotplug.json"
+	remove_loops $B
+	log "round $r: raw, $N created, then all $N written at once"
+	bg "$LB" raw -first $A -count $N -sched $SCHED >"$TMP/r${r}_raw.json"
+	remove_loops $A
+}
+
+# daemon_round R NAME: a fresh daemon of build NAME, $N loops hot-plugged,
+# removed while it runs, then $N at once.
+daemon_round() {
+	local r=$1 name=$2 p=r$1_$2 c0
+	start_daemon "$name"
+	log "round $r: $name daemon, $N loops hot-plugged"
+	c0=$(cpu_ticks $DAEMON_PID)
+	bg "$LB" hotplug -first $A -count $N -sched $SCHED >"$TMP/${p}_hotplug.json"
+	metric "${p}_hotplug_cpu_s" "$(cpu_s $(($(cpu_ticks $DAEMON_PID) - c0)))"
+	"$LB" logspan -first $A -count $N -log "$TMP/daemon.log" -since "$("$LB" jget "$TMP/${p}_hotplug.json" start_unix_nano)" >"$TMP/${p}_hotplug_log.json"
+	remove_loops $A
+	wait_managed 0
+	log "round $r: $name daemon, $N loops at once (SIGSTOP, create, SIGCONT)"
+	c0=$(cpu_ticks $DAEMON_PID)
+	bg "$LB" hotplug -first $B -count $N -sched $SCHED -pause $DAEMON_PID >"$TMP/${p}_burst.json"
+	metric "${p}_burst_cpu_s" "$(cpu_s $(($(cpu_ticks $DAEMON_PID) - c0)))"
+	"$LB" logspan -first $B -count $N -log "$TMP/daemon.log" -since "$("$LB" jget "$TMP/${p}_burst.json" start_unix_nano)" >"$TMP/${p}_burst_log.json"
+	metric "${p}_hwm_kib" "$(status_kib $DAEMON_PID VmHWM)"
+	kill -0 $DAEMON_PID || { log "the $name daemon died"; exit 1; }
+	stop_pid $DAEMON_PID
+	DAEMON_PID=
+	metric "${p}_log_warnings" "$(grep -c -E 'level=(WARN|ERROR)' "$TMP/daemon.log" || true)"
+	metric "${p}_lost_uevents" "$(grep -c 'uevents were lost' "$TMP/daemon.log" || true)"
+	remove_loops $B
+}
+
+# The ways alternate within a round, and which comes first alternates
+# between rounds: a machine that slows down or speeds up during the run
+# moves both sides of a ratio.
+for ((r = 1; r <= REPS; r++)); do
+	if ((r % 2 == 1)); then
+		raw_round $r
+		for name in "${DAEMONS[@]}"; do daemon_round $r "$name"; done
+	else
+		for name in "${DAEMONS[@]}"; do daemon_round $r "$name"; done
+		raw_round $r
+	fi
+done
+
+# ---------------------------------------------------------------- 3. at rest
 log "iosched daemon: start, wait for READY=1"
 start_daemon
 metric daemon_ready_s "$(cat "$TMP/ready.txt")"
-metric daemon_start_disks "$("$LB" jget "$TMP/run/state.json" last_scan.disks)"
 
-log "iosched daemon: $N loops at once (SIGSTOP, create, SIGCONT)"
-c0=$(cpu_ticks $DAEMON_PID)
+log "iosched daemon: $N loops at once, to have them managed"
 bg "$LB" hotplug -first $B -count $N -sched $SCHED -pause $DAEMON_PID >"$TMP/daemon_burst.json"
-metric daemon_burst_cpu_s "$(awk -v t=$(($(cpu_ticks $DAEMON_PID) - c0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { print t / hz }')"
-"$LB" logspan -first $B -count $N -log "$TMP/daemon.log" -since "$("$LB" jget "$TMP/daemon_burst.json" start_unix_nano)" >"$TMP/daemon_burst_log.json"
-metric hwm_after_burst_kib "$(status_kib $DAEMON_PID VmHWM)"
-
-# Wait for the state file to show the 1000 (it is written 250 ms after a change).
-for ((i = 0; i < 100; i++)); do
-	[[ $("$LB" jget "$TMP/run/state.json" managed 2>/dev/null) == "$N" ]] && break
-	sleep 0.1
-done
+wait_managed $N
 
 log "iosched daemon: rescan of $N disks in policy (SIGUSR1) x5"
 sets0=$(grep -c ' msg=set ' "$TMP/daemon.log" || true)
@@ -340,16 +440,7 @@ bg "$LB" idle -pid $DAEMON_PID -settle 2s -quiet "$IDLE_WINDOW" -max $((3 * IDLE
 # back (the figure above is taken 0.3 s after the last rescan, before that).
 metric rss_settled_kib "$(status_kib $DAEMON_PID VmRSS)"
 metric threads_settled "$(status_kib $DAEMON_PID Threads)"
-
-log "iosched daemon: remove the $N while it runs"
-remove_loops $B
-log "iosched daemon: $N loops hot-plugged"
-c0=$(cpu_ticks $DAEMON_PID)
-bg "$LB" hotplug -first $A -count $N -sched $SCHED >"$TMP/daemon_hotplug.json"
-metric daemon_hotplug_cpu_s "$(awk -v t=$(($(cpu_ticks $DAEMON_PID) - c0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { print t / hz }')"
-"$LB" logspan -first $A -count $N -log "$TMP/daemon.log" -since "$("$LB" jget "$TMP/daemon_hotplug.json" start_unix_nano)" >"$TMP/daemon_hotplug_log.json"
 metric hwm_kib "$(status_kib $DAEMON_PID VmHWM)"
-metric rss_after_hotplug_kib "$(status_kib $DAEMON_PID VmRSS)"
 kill -0 $DAEMON_PID || { log "the daemon died"; exit 1; }
 
 log "iosched daemon: stop"
@@ -359,9 +450,9 @@ metric daemon_stop_s "$(since "$t0")"
 DAEMON_PID=
 metric daemon_log_warnings "$(grep -c -E 'level=(WARN|ERROR)' "$TMP/daemon.log" || true)"
 metric daemon_lost_uevents "$(grep -c 'uevents were lost' "$TMP/daemon.log" || true)"
-remove_loops $A
+remove_loops $B
 
-# ---------------------------------------------------------------- 3. udevd
+# ---------------------------------------------------------------- 4. udevd
 if [[ $SKIP_UDEVD != 1 ]]; then
 	log "systemd-udevd: start a private one (its own mount namespace: only the benchmark's rule, its own /run)"
 	start_udevd "$TMP/rules"
@@ -396,13 +487,7 @@ if [[ $SKIP_UDEVD != 1 ]]; then
 	remove_loops $A
 fi
 
-# ---------------------------------------------------------------- 1b. raw again
-log "raw: once more at the end (the machine is noisy)"
-bg "$LB" raw -first $A -count $N -sched $SCHED >"$TMP/raw2.json"
-metric raw_write_2_s "$("$LB" jget "$TMP/raw2.json" write_s)"
-remove_loops $A
 CREATED=0
-metric raw_write_s "$(awk -v a="$("$LB" jget "$TMP/raw.json" write_s)" -v b="$("$LB" jget "$TMP/raw2.json" write_s)" 'BEGIN { print (a + b) / 2 }')"
 
 # ---------------------------------------------------------------- report
 mkdir -p "$RESULTS"

@@ -17,15 +17,36 @@ import (
 )
 
 // cmdCreate creates the loops and nothing else.
+// CreateResult is the loops created one after another with nothing
+// reacting to them: what creation costs alone, the baseline of the
+// hot-plug figures.
+type CreateResult struct {
+	Count          int     `json:"count"`
+	CreateS        float64 `json:"create_s"`
+	CPUS           float64 `json:"cpu_s"`
+	ForeignUevents int64   `json:"foreign_uevents"`
+}
+
 func cmdCreate(args []string) error {
 	fs := flag.NewFlagSet("create", flag.ExitOnError)
 	var r loopRange
 	r.flags(fs)
+	asJSON := fs.Bool("json", false, "print how long the creation took (CreateResult)")
 	fs.Parse(args)
 	if err := r.check(); err != nil {
 		return err
 	}
-	return r.create()
+	seq := seqnum()
+	cpu0 := cpuSeconds()
+	t0 := time.Now()
+	if err := r.create(); err != nil {
+		return err
+	}
+	if !*asJSON {
+		return nil
+	}
+	res := CreateResult{Count: r.count, CreateS: secs(time.Since(t0)), CPUS: cpuSeconds() - cpu0, ForeignUevents: foreign(seq, r.count)}
+	return printJSON(res)
 }
 
 // SeqResult is the plain sequential writer: the loops created, then their
