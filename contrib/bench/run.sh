@@ -36,8 +36,11 @@
 # REPS (rounds, default 3), ALSO (other daemon builds measured in the same
 # rounds, shown but not judged: "NAME=REV[+PATCH][,ARG...] ...", iosched
 # at commit REV, with the patch file PATCH applied, started with the extra
-# daemon arguments ARG; e.g. ALSO="p192=HEAD,--parallel=192
-# nolog=HEAD+results/ablate-nolog.patch").
+# daemon arguments ARG, or with ARG in its environment when ARG is
+# VAR=VALUE; e.g. ALSO="p192=HEAD,--parallel=192 gmp2=HEAD,GOMAXPROCS=2
+# nolog=HEAD+ablate/nolog.patch"), LOCK (a file to hold a flock on while
+# measuring, once the builds are done: on a machine where others' tests
+# create loop devices too, LOCK=/tmp/iosched-tests.lock).
 set -euo pipefail
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -158,15 +161,18 @@ remove_loops() { bg "$LB" remove -first "$1" -count $N -parallel 64; }
 # the one judged; others from ALSO, with their extra arguments), logging to
 # $TMP/daemon.log, and returns once it sent READY=1.
 start_daemon() {
-	local name=${1:-iosched} extra=()
+	local name=${1:-iosched} extra=() env=() args=() a
 	[[ -n ${ALSO_ARGS[$name]:-} ]] && IFS=, read -r -a extra <<<"${ALSO_ARGS[$name]}"
+	for a in "${extra[@]}"; do
+		if [[ $a =~ ^[A-Z_][A-Z0-9_]*= ]]; then env+=("$a"); else args+=("$a"); fi
+	done
 	rm -rf "$TMP/run" "$TMP/state"
 	mkdir -p "$TMP/run" "$TMP/state"
 	"$LB" waitready -socket "$TMP/notify.sock" -timeout 120s >"$TMP/ready.txt" &
 	WAIT_PID=$!
 	for ((i = 0; i < 200; i++)); do [[ -S $TMP/notify.sock ]] && break; sleep 0.01; done
-	NOTIFY_SOCKET=$TMP/notify.sock "$TMP/$name" daemon --policy "$POLICY" \
-		--runtime-dir "$TMP/run" --state-dir "$TMP/state" "${extra[@]}" 2>"$TMP/daemon.log" &
+	env NOTIFY_SOCKET="$TMP/notify.sock" "${env[@]}" "$TMP/$name" daemon --policy "$POLICY" \
+		--runtime-dir "$TMP/run" --state-dir "$TMP/state" "${args[@]}" 2>"$TMP/daemon.log" &
 	DAEMON_PID=$!
 	wait "$WAIT_PID"
 	WAIT_PID=
@@ -272,6 +278,11 @@ metric reps "$REPS"
 # loopbench is a module of its own (go.mod here: gonum/plot stays out of
 # the daemon's), built against this tree's iosched packages (replace ../..).
 (cd "$HERE" && go build -o "$LB" ./cmd/loopbench)
+if [[ -n ${LOCK:-} ]]; then
+	log "waiting for the lock $LOCK"
+	exec 9>"$LOCK"
+	flock 9
+fi
 
 if [[ $SKIP_UDEVD != 1 && ! -x $UDEVD ]]; then
 	log "installing Debian's udev (systemd-udevd) for the comparison"

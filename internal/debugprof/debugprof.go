@@ -35,7 +35,10 @@ func Start() (stop func() error, err error) {
 		cpu.Close()
 		return nil, fmt.Errorf("%s: %w", EnvVar, err)
 	}
-	// Every blocking event of 10 µs or more, and every contended mutex.
+	// Every blocking event of 10 µs or more, every contended mutex, and
+	// an allocation sample every 4 KiB (the default, 512 KiB, sees a few
+	// samples in a burst of 1000 disks).
+	runtime.MemProfileRate = 4096
 	runtime.SetBlockProfileRate(10_000)
 	runtime.SetMutexProfileFraction(1)
 	return func() error {

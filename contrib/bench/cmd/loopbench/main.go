@@ -269,13 +269,18 @@ func cmdRaw(args []string) error {
 
 // RawHotplugResult is the ideal hot-plug reaction: each loop's scheduler
 // written by its own goroutine the moment LOOP_CTL_ADD returns, with no
-// uevent, no reading and no policy in between.
+// uevent, no reading and no policy in between; watched by the same poller
+// as a daemon's hot-plug (hotplug).
 type RawHotplugResult struct {
-	Count          int     `json:"count"`
-	CreateS        float64 `json:"create_s"`
+	Count   int     `json:"count"`
+	CreateS float64 `json:"create_s"`
+	// WrittenS is when the last write returned; ConvergeS when the
+	// poller (as hotplug's) saw the last loop converged.
+	WrittenS       float64 `json:"written_s"`
 	ConvergeS      float64 `json:"converge_s"`
 	Failed         int     `json:"failed"`
 	Converged      int     `json:"converged"`
+	Reads          int     `json:"reads"`
 	CPUS           float64 `json:"cpu_s"`
 	ForeignUevents int64   `json:"foreign_uevents"`
 }
@@ -285,18 +290,22 @@ func cmdRawHotplug(args []string) error {
 	var r loopRange
 	r.flags(fs)
 	sched := fs.String("sched", "mq-deadline", "scheduler to write")
+	poll := fs.Duration("poll", 5*time.Millisecond, "poll interval of the convergence watch")
 	fs.Parse(args)
 	if err := r.check(); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
 	var failed atomic.Int64
+	pl := startPoller(r, *sched, *poll, 0)
 	seq := seqnum()
 	cpu0 := cpuSeconds()
 	t0 := time.Now()
+	close(pl.start)
 	for i := range r.count {
 		if err := looptest.AddRaw(r.first + i); err != nil {
 			wg.Wait()
+			close(pl.stop)
 			return fmt.Errorf("LOOP_CTL_ADD %d: %w", r.first+i, err)
 		}
 		wg.Add(1)
@@ -310,8 +319,16 @@ func cmdRawHotplug(args []string) error {
 	t1 := time.Now()
 	wg.Wait()
 	t2 := time.Now()
-	res := RawHotplugResult{Count: r.count, CreateS: secs(t1.Sub(t0)), ConvergeS: secs(t2.Sub(t0)), Failed: int(failed.Load())}
+	res := RawHotplugResult{Count: r.count, CreateS: secs(t1.Sub(t0)), WrittenS: secs(t2.Sub(t0)), Failed: int(failed.Load())}
 	res.CPUS = cpuSeconds() - cpu0
+	select {
+	case t3 := <-pl.done:
+		res.ConvergeS = secs(t3.Sub(t0))
+	case <-time.After(10 * time.Second):
+		close(pl.stop)
+		time.Sleep(2 * *poll)
+	}
+	res.Reads = pl.reads
 	res.ForeignUevents = foreign(seq, r.count)
 	res.Converged = r.converged(*sched)
 	return printJSON(res)
@@ -384,45 +401,8 @@ func cmdHotplug(args []string) error {
 	}
 	res := HotplugResult{Count: r.count, Burst: *pause > 0, PollMS: float64(*poll) / float64(time.Millisecond)}
 
-	// The poller walks the loops in creation order and stops at the first
-	// one not converged yet: each tick costs one read plus one per loop
-	// newly converged, about count+ticks reads in all, so it takes next to
-	// no CPU from the daemon being measured. Only the time the last loop
-	// converged is exact (to one tick); that is the figure wanted.
-	done := make(chan time.Time, 1)
-	startPoll := make(chan struct{})
-	stop := make(chan struct{})
-	go func() {
-		buf := make([]byte, 4096)
-		next := 0
-		tick := time.NewTicker(*poll)
-		defer tick.Stop()
-		<-startPoll
-		for {
-			res.Polls++
-			if *parent > 0 {
-				res.MaxChildren = max(res.MaxChildren, children(*parent))
-			}
-			for next < r.count {
-				res.Reads++
-				b, err := readAttr(r.attr(next, "queue/scheduler"), buf)
-				if err != nil || !active(b, *sched) {
-					break
-				}
-				next++
-			}
-			res.Converged = next
-			if next == r.count {
-				done <- time.Now()
-				return
-			}
-			select {
-			case <-tick.C:
-			case <-stop:
-				return
-			}
-		}
-	}()
+	pl := startPoller(r, *sched, *poll, *parent)
+	done, startPoll, stop := pl.done, pl.start, pl.stop
 
 	var t0, t1 time.Time
 	seq := seqnum()
@@ -468,8 +448,62 @@ func cmdHotplug(args []string) error {
 		res.TimedOut = true
 		time.Sleep(2 * *poll)
 	}
+	res.Polls, res.Reads, res.Converged, res.MaxChildren = pl.polls, pl.reads, pl.converged, pl.maxChildren
 	res.ForeignUevents = foreign(seq, r.count)
 	return printJSON(res)
+}
+
+// poller watches loops converge, as a daemon's measurement sees them.
+// It walks the loops in creation order and stops at the first one not
+// converged yet: each tick costs one read plus one per loop newly
+// converged, about count+ticks reads in all, so it takes next to no CPU
+// from the daemon being measured. Only the time the last loop converged
+// is exact (to one tick); that is the figure wanted. The raw writer that
+// writes as it creates runs one too, so that both are watched alike (its
+// reads take kernfs's lock, which the creation of the next loop waits
+// for).
+type poller struct {
+	done  chan time.Time // the time the last loop was seen converged
+	start chan struct{}  // closed: begin polling
+	stop  chan struct{}  // closed: give up
+	// Set by the poller's goroutine; read once done or stop returned.
+	polls, reads, converged, maxChildren int
+}
+
+func startPoller(r loopRange, sched string, every time.Duration, parent int) *poller {
+	p := &poller{done: make(chan time.Time, 1), start: make(chan struct{}), stop: make(chan struct{})}
+	go func() {
+		buf := make([]byte, 4096)
+		next := 0
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		<-p.start
+		for {
+			p.polls++
+			if parent > 0 {
+				p.maxChildren = max(p.maxChildren, children(parent))
+			}
+			for next < r.count {
+				p.reads++
+				b, err := readAttr(r.attr(next, "queue/scheduler"), buf)
+				if err != nil || !active(b, sched) {
+					break
+				}
+				next++
+			}
+			p.converged = next
+			if next == r.count {
+				p.done <- time.Now()
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-p.stop:
+				return
+			}
+		}
+	}()
+	return p
 }
 
 func cmdRemove(args []string) error {
