@@ -175,7 +175,10 @@ type Daemon struct {
 	// but never fires).
 	policyFollowed atomic.Bool
 
-	changed   chan struct{} // the state file is out of date
+	changed chan struct{} // the state file is out of date
+	// stateDue: the loop has a state write scheduled that has not
+	// started; a change made meanwhile is in it, and wakes no one.
+	stateDue  atomic.Bool
 	scanDone  chan scanResult
 	loaded    chan loadResult
 	burstOver chan struct{} // the queue went idle after many passes at once
@@ -671,7 +674,13 @@ func (d *Daemon) stop() error {
 // values unknown): Run returns it, and the process exits 1.
 var ErrNotRestored = errors.New("restore_on_exit: not every disk's original values were restored")
 
+// markChanged tells the loop the state file is out of date, unless a write
+// already scheduled will show the change: a burst of 1000 disks then wakes
+// the loop once, not once a disk.
 func (d *Daemon) markChanged() {
+	if d.stateDue.Load() {
+		return
+	}
 	select {
 	case d.changed <- struct{}{}:
 	default:

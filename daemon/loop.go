@@ -216,6 +216,7 @@ func (d *Daemon) takeReloadRequests() []string {
 func (l *eventLoop) flushSoon() {
 	if l.flush == nil {
 		l.flush = time.After(l.d.cfg.stateDebounce)
+		l.d.stateDue.Store(true)
 	}
 }
 
@@ -233,6 +234,9 @@ const releaseDelay = 100 * time.Millisecond
 
 func (l *eventLoop) flushNow() {
 	l.flush = nil
+	// Before the write reads the state: a change made from now on is
+	// not in it, and asks for the next.
+	l.d.stateDue.Store(false)
 	if err := l.d.writeState(); err != nil {
 		l.d.log.Error("writing the state file", "error", err)
 	}

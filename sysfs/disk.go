@@ -290,11 +290,31 @@ func (s FS) openDevPath(name, devpath string) (string, int, bool, bool) {
 	if path.Base(rel) != name || !strings.HasPrefix(rel, "devices/") || s.dir == nil {
 		return "", -1, false, false
 	}
+	dir := filepath.Join(s.rootAbs(), filepath.FromSlash(rel))
+	if s.parents != nil && s.live {
+		// One lookup below the parent, held open (parentDirs). Only on
+		// sysfs, where a directory removed holds nothing any more (in a
+		// copied tree, one renamed away would still show its disks).
+		parent := filepath.FromSlash(path.Dir(rel))
+		if pd, ok := s.parents.use(s, parent); ok {
+			fd, err := openat2(pd.fd, name, unix.O_RDONLY|unix.O_DIRECTORY, unix.RESOLVE_BENEATH)
+			s.parents.done(pd)
+			if err == nil {
+				return dir, fd, true, true
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				// The disk is gone, or its parent is (then the held
+				// descriptor finds nothing any more): it is opened
+				// afresh next time.
+				s.parents.forget(parent, pd)
+			}
+		}
+	}
 	fd, confined, err := s.openDir(filepath.FromSlash(rel))
 	if err != nil {
 		return "", -1, false, false
 	}
-	return filepath.Join(s.rootAbs(), filepath.FromSlash(rel)), fd, confined, true
+	return dir, fd, confined, true
 }
 
 // PartitionError is returned when a partition is named where a whole disk is

@@ -31,6 +31,83 @@ type FS struct {
 	// live: the root is a sysfs mount, so a missing attribute is the
 	// kernel's statement, not a file a copy left out.
 	live bool
+	// parents holds open the directories disks sit in, as their uevents
+	// name them (devices/virtual/block), for OpenDiskToWrite.
+	parents *parentDirs
+}
+
+// parentDirs are directories that hold disks' directories, opened once
+// (O_PATH, confined to the root) by their path from the root, so that a
+// disk's own directory is one lookup from there, where from the root it
+// is four or more (devices/virtual/block/loop7), each a turn of kernfs's
+// lock, which creating a disk takes for each of its files.
+type parentDirs struct {
+	mu sync.Mutex
+	m  map[string]*parentDir
+}
+
+// parentDir is one held directory. A descriptor is closed only once no
+// one uses it (users), so that no open goes through a number the process
+// has since given to another file.
+type parentDir struct {
+	fd    int
+	users int
+	stale bool // out of the map: closed when the last user is done
+}
+
+// maxParents bounds the directories held: a machine has a handful that
+// disks sit in (one a controller); past it they are let go and opened
+// again as needed.
+const maxParents = 64
+
+// use returns the directory rel, opened when it is not held yet; done must
+// be called with it after use.
+func (c *parentDirs) use(s FS, rel string) (*parentDir, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pd := c.m[rel]
+	if pd == nil {
+		fd, err := openat2(int(s.dir.Fd()), rel, unix.O_PATH|unix.O_DIRECTORY, unix.RESOLVE_IN_ROOT)
+		if err != nil {
+			return nil, false
+		}
+		if len(c.m) >= maxParents {
+			for k, old := range c.m {
+				c.dropLocked(k, old)
+			}
+		}
+		pd = &parentDir{fd: fd}
+		c.m[rel] = pd
+	}
+	pd.users++
+	return pd, true
+}
+
+func (c *parentDirs) done(pd *parentDir) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pd.users--
+	if pd.stale && pd.users == 0 {
+		unix.Close(pd.fd)
+	}
+}
+
+// forget lets rel's directory go when it is still pd: nothing was found
+// in it, and it may have been removed (a controller unplugged).
+func (c *parentDirs) forget(rel string, pd *parentDir) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[rel] == pd {
+		c.dropLocked(rel, pd)
+	}
+}
+
+func (c *parentDirs) dropLocked(rel string, pd *parentDir) {
+	delete(c.m, rel)
+	pd.stale = true
+	if pd.users == 0 {
+		unix.Close(pd.fd)
+	}
 }
 
 // pathCache maps disk names to their directories relative to the root, as
@@ -92,7 +169,7 @@ func NewFS(root string) (FS, error) {
 	if !st.IsDir() {
 		return FS{}, fmt.Errorf("sysfs root %s: not a directory", root)
 	}
-	fs := FS{root: filepath.Clean(root), paths: &pathCache{m: map[string]string{}}}
+	fs := FS{root: filepath.Clean(root), paths: &pathCache{m: map[string]string{}}, parents: &parentDirs{m: map[string]*parentDir{}}}
 	// The descriptor lives as long as the FS; os.File's finalizer closes
 	// it when the FS is dropped.
 	if fs.dir, err = os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {

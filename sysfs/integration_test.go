@@ -216,3 +216,41 @@ func TestIntegrationDiskToWrite(t *testing.T) {
 		t.Errorf("Read after a wrong devpath = %+v, %v", d, err)
 	}
 }
+
+// Disks opened by their uevent's directory through the parent directory
+// held open: each finds its own disk, and a disk removed is not found
+// through it, nor is the one created after under its name taken for it.
+func TestIntegrationDiskToWriteParentHeld(t *testing.T) {
+	looptest.Require(t)
+	a := looptest.Add(t, 7104)
+	b := looptest.Add(t, 7105)
+	fs := realFS(t)
+	read := func(name string) (*sysfs.Device, error) {
+		disk, err := fs.OpenDiskToWrite(name, "/devices/virtual/block/"+name)
+		if err != nil {
+			return nil, err
+		}
+		defer disk.Close()
+		return disk.Read(0, sysfs.Ident{})
+	}
+	for _, l := range []*looptest.Loop{a, b, a} {
+		d, err := read(l.Name)
+		if err != nil || d.Name != l.Name || d.MajorMinor != "7:"+l.Name[len("loop"):] {
+			t.Fatalf("%s: %+v, %v", l.Name, d, err)
+		}
+	}
+	if err := looptest.RemoveRaw(b.N); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := read(b.Name); !sysfs.Gone(err) {
+		t.Errorf("%s removed: read %+v, %v; want gone", b.Name, d, err)
+	}
+	again := looptest.Add(t, 7105)
+	d, err := read(again.Name)
+	if err != nil || d.DiskSeq == "" {
+		t.Fatalf("%s again: %+v, %v", again.Name, d, err)
+	}
+	if d, err := read(a.Name); err != nil || d.Name != a.Name {
+		t.Errorf("%s after: %+v, %v", a.Name, d, err)
+	}
+}
