@@ -36,7 +36,7 @@ type Disk struct {
 	// confined: fd was opened confined to the root, so writes may be
 	// opened from it; else they go by path (FS.WriteReadQueueAttr).
 	confined bool
-	top      []string
+	top      string
 	// listed: a listing of the directory was tried, so the descriptor's
 	// position may have moved (a fresh one needs no lseek).
 	listed bool

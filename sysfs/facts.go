@@ -1,12 +1,13 @@
 package sysfs
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -226,12 +227,13 @@ type reader struct {
 	fd  int
 	dev *Device
 	// top holds the names in the directory, listed once when first needed
-	// (nil until then): a name not there is known absent without a lookup.
-	// On a loop disk classification alone asked for six absent names
-	// (device/driver, dm, md, loop, ...), each a lookup under kernfs's lock.
-	// A slice, not a map: a few dozen names, and a map a disk was a large
-	// share of what a burst of new disks allocated (contrib/bench/README.md).
-	top []string
+	// ("" until then), each between NULs ("\x00dev\x00queue\x00..."): a
+	// name not there is known absent without a lookup. On a loop disk
+	// classification alone asked for six absent names (device/driver, dm,
+	// md, loop, ...), each a lookup under kernfs's lock. One string, not
+	// a map nor a string a name: a map a disk was a large share of what a
+	// burst of new disks allocated (contrib/bench/README.md).
+	top string
 	// listed: a listing was tried on fd, which may have moved its
 	// position; a descriptor never listed is at the start.
 	listed bool
@@ -257,15 +259,29 @@ func (r *reader) readScheduler(disk *Disk) ([]byte, bool) {
 // absent reports whether rel's first element is known not to be in the
 // directory.
 func (r *reader) absent(rel string) bool {
-	if r.top == nil {
+	if r.top == "" {
 		names, err := r.list()
 		if err != nil {
 			return false
 		}
-		r.top = append(names, ".") // never nil once listed
+		r.top = names
 	}
 	first, _, _ := strings.Cut(rel, "/")
-	return !slices.Contains(r.top, first)
+	if first == "" {
+		return false
+	}
+	i := strings.Index(r.top, first)
+	for i >= 0 {
+		if r.top[i-1] == 0 && r.top[i+len(first)] == 0 {
+			return false
+		}
+		j := strings.Index(r.top[i+1:], first)
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return true
 }
 
 // read returns the file's contents. A missing file is only an error when
@@ -323,27 +339,48 @@ func (r *reader) exists(rel string) bool {
 // getdents is called until it returns nothing: a short return does not mean
 // the end, as the kernel also stops filling early when a signal is pending
 // (fs/readdir.c, filldir64), and Go preempts with SIGURG.
-func (r *reader) list() ([]string, error) {
+func (r *reader) list() (string, error) {
 	// From the start, whatever an earlier listing that failed half-way
 	// left of the descriptor's position (a fresh one is there).
 	if r.listed {
 		if _, err := unix.Seek(r.fd, 0, 0); err != nil {
-			return nil, &fs.PathError{Op: "seek", Path: r.dir, Err: err}
+			return "", &fs.PathError{Op: "seek", Path: r.dir, Err: err}
 		}
 	}
 	r.listed = true
 	var buf [8192]byte
-	var names []string
+	names := []byte{0, '.', 0} // "." is there, and the list never ""
 	for {
 		n, err := retryEINTR(func() (int, error) { return unix.Getdents(r.fd, buf[:]) })
 		switch {
 		case err != nil:
-			return nil, &fs.PathError{Op: "getdents", Path: r.dir, Err: err}
+			return "", &fs.PathError{Op: "getdents", Path: r.dir, Err: err}
 		case n == 0:
-			return names, nil
+			return string(names), nil
 		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		names = appendDirents(names, buf[:n])
 	}
+}
+
+// appendDirents appends the names of the linux_dirent64 records in b to
+// names, each followed by a NUL.
+func appendDirents(names, b []byte) []byte {
+	const nameOff = 19 // d_ino 8, d_off 8, d_reclen 2, d_type 1
+	for len(b) >= nameOff {
+		reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+		if reclen < nameOff || reclen > len(b) {
+			break
+		}
+		name := b[nameOff:reclen]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if string(name) != "." && string(name) != ".." {
+			names = append(append(names, name...), 0)
+		}
+		b = b[reclen:]
+	}
+	return names
 }
 
 // names lists the directory rel: entries that are directories or links when
