@@ -37,7 +37,7 @@ import (
 const (
 	DefaultRuntimeDir = "/run/iosched"
 	DefaultStateDir   = "/var/lib/iosched"
-	DefaultParallel   = 192
+	DefaultParallel   = 64
 )
 
 // Config is what a daemon needs; the zero value of each field means its
@@ -72,7 +72,7 @@ type Config struct {
 	// RulesRoot is where the udev rules are read to name, in the log, the
 	// rule that overrode the policy (default "/").
 	RulesRoot string
-	// Parallel bounds how many disks are handled at once (default 192).
+	// Parallel bounds how many disks are handled at once (default 64).
 	// A scheduler switch blocks its thread ~25 ms in the kernel waiting
 	// for RCU grace periods, which overlap across disks, so a burst is
 	// handled many disks at once; but each disk in flight holds a thread
