@@ -203,21 +203,19 @@ func (disk *Disk) open(rel string, flags int) (int, error) {
 	return openatRetry(disk.fd, rel, flags)
 }
 
-// resolve finds a disk's directory and opens it: the target of its
+// resolveAt finds a disk's directory and opens it: the target of its
 // block/ (or class/block/) link, refusing a partition and a link that leads
 // out of the root. On sysfs the link target holds no further links, so one
 // readlink does what filepath.EvalSymlinks does with a stat per path
 // element; every attribute is then opened relative to the directory, a
 // lookup of one or two names where a full path takes eight, each one a
 // turn of kernfs's lock, which hot-plug itself holds to add its files.
-func (s FS) resolve(name string) (string, int, bool, error) { return s.resolveAt(name, "") }
-
-// resolveAt is resolve, trying first the directory devpath (from the
-// root), when given, whose last element must be name. A disk's uevent
-// names its directory so: the lookup of its block/ link (two names and the
-// link, each a turn of kernfs's lock) is spared. When it cannot be opened
-// (the disk is gone, or the tree has another layout), the lookup by name
-// says what there is.
+//
+// It tries first the directory devpath (from the root), when given, whose
+// last element must be name: a disk's uevent names its directory so, and
+// the lookup of its block/ link (two names and the link, each a turn of
+// kernfs's lock) is spared. When that cannot be opened (the disk is gone,
+// or the tree has another layout), the lookup by name says what there is.
 func (s FS) resolveAt(name, devpath string) (string, int, bool, error) {
 	if devpath != "" {
 		if dir, fd, confined, ok := s.openDevPath(name, devpath); ok {

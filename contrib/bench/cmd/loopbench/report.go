@@ -102,11 +102,6 @@ func loadMetrics(dir string) (metrics, map[string]string, error) {
 	return m, info, sc.Err()
 }
 
-func (m metrics) get(k string) (float64, bool) {
-	v, ok := m[k]
-	return v, ok
-}
-
 // Target is one of the daemon's speed and size figures against its bound.
 type Target struct {
 	What  string  `json:"what"`
