@@ -17,7 +17,8 @@ import (
 // by hand: see doc.go for why not with client_golang. Names follow
 // Prometheus conventions: a unit in the name, _total on counters, labels
 // from small known sets (a disk label only on the probe gauges, which
-// change when a probe runs, not with every event).
+// change when a probe runs, and on the adaptive series, which only disks an
+// adaptive rule matches have: not with every event).
 
 // latencyBuckets are the histogram's upper bounds, in seconds: a pass on an
 // idle machine (about a millisecond) to a burst of a thousand disks behind
@@ -69,21 +70,24 @@ func (r *Recorder) exposition() []byte {
 	counter := func(name, help string) *family { return &family{name: name, help: help, kind: "counter"} }
 	gauge := func(name, help string) *family { return &family{name: name, help: help, kind: "gauge"} }
 	var (
-		disks       = gauge("iosched_disks_managed", "Disks the daemon manages, by class and active scheduler.")
-		changes     = counter("iosched_changes_total", "Attribute values written and kept, by attribute and by the rule that set them.")
-		applyErrors = counter("iosched_apply_errors_total", "Writes that failed or that the kernel did not keep, by attribute.")
-		drift       = counter("iosched_drift_repairs_total", "Values found changed from what the policy had set, and set again, by attribute.")
-		uevents     = counter("iosched_uevents_total", "Uevents of whole disks received, by action and source (kernel or udev).")
-		rescans     = counter("iosched_rescans_total", "Scans of every disk, by reason: start, overflow (uevents lost), reconcile, reload.")
-		overflows   = counter("iosched_uevent_overflows_total", "Times the uevent socket overflowed (ENOBUFS): uevents were lost and every disk was scanned again.")
-		loadErrs    = counter("iosched_policy_load_errors_total", "Policy reloads refused (the policy in force stayed).")
-		reloadOK    = gauge("iosched_last_reload_success", "1 when the last policy reload put the new policy in force, 0 when it was refused.")
-		reloadAt    = gauge("iosched_last_reload_timestamp_seconds", "When the last policy reload happened, in seconds since the Unix epoch.")
-		probeIOPS   = gauge("iosched_probe_iops", "Read operations per second a probe measured, by disk, scheduler and queue depth (1, or deep).")
-		probeP99    = gauge("iosched_probe_read_latency_p99_seconds", "99th percentile of read latency a probe measured, by disk, scheduler and queue depth, in seconds.")
-		probeChosen = gauge("iosched_probe_chosen", "1 for the scheduler a disk's probe chose, 0 for the others it measured.")
-		build       = gauge("iosched_build_info", "Always 1; the labels say which iosched runs.")
-		latency     = &family{name: "iosched_uevent_to_applied_seconds", help: "Time from a disk's uevent to its settings applied, in seconds.", kind: "histogram"}
+		disks         = gauge("iosched_disks_managed", "Disks the daemon manages, by class and active scheduler.")
+		changes       = counter("iosched_changes_total", "Attribute values written and kept, by attribute and by the rule that set them.")
+		applyErrors   = counter("iosched_apply_errors_total", "Writes that failed or that the kernel did not keep, by attribute.")
+		drift         = counter("iosched_drift_repairs_total", "Values found changed from what the policy had set, and set again, by attribute.")
+		uevents       = counter("iosched_uevents_total", "Uevents of whole disks received, by action and source (kernel or udev).")
+		rescans       = counter("iosched_rescans_total", "Scans of every disk, by reason: start, overflow (uevents lost), reconcile, reload.")
+		overflows     = counter("iosched_uevent_overflows_total", "Times the uevent socket overflowed (ENOBUFS): uevents were lost and every disk was scanned again.")
+		loadErrs      = counter("iosched_policy_load_errors_total", "Policy reloads refused (the policy in force stayed).")
+		reloadOK      = gauge("iosched_last_reload_success", "1 when the last policy reload put the new policy in force, 0 when it was refused.")
+		reloadAt      = gauge("iosched_last_reload_timestamp_seconds", "When the last policy reload happened, in seconds since the Unix epoch.")
+		probeIOPS     = gauge("iosched_probe_iops", "Read operations per second a probe measured, by disk, scheduler and queue depth (1, or deep).")
+		probeP99      = gauge("iosched_probe_read_latency_p99_seconds", "99th percentile of read latency a probe measured, by disk, scheduler and queue depth, in seconds.")
+		probeChosen   = gauge("iosched_probe_chosen", "1 for the scheduler a disk's probe chose, 0 for the others it measured.")
+		adaptSwitches = counter("iosched_adapt_switches_total", "Adaptive switches of disks' schedulers ([rule.adapt]), by the scheduler switched to; guard=\"true\" for the guard rail's switches back.")
+		adaptBusy     = gauge("iosched_adapt_busy_depth", "Mean requests in flight while the disk was busy over its last sample, by adaptive disk.")
+		adaptWindow   = gauge("iosched_adapt_window_depth", "The operating point of an adaptive disk's window: the busy-time-weighted median busy depth of its busy samples (0 when idle).")
+		build         = gauge("iosched_build_info", "Always 1; the labels say which iosched runs.")
+		latency       = &family{name: "iosched_uevent_to_applied_seconds", help: "Time from a disk's uevent to its settings applied, in seconds.", kind: "histogram"}
 	)
 	// Every known label pair is reported, zeros included: a rate over a
 	// series that appears only at its first event misses that event.
@@ -100,6 +104,9 @@ func (r *Recorder) exposition() []byte {
 	eachCount(&r.changes, func(k attrRule, v uint64) { changes.add(float64(v), "attribute", k.attribute, "rule", k.rule) })
 	eachCount(&r.applyErrors, func(k string, v uint64) { applyErrors.add(float64(v), "attribute", k) })
 	eachCount(&r.driftRepairs, func(k string, v uint64) { drift.add(float64(v), "attribute", k) })
+	eachCount(&r.adaptSwitches, func(k adaptSwitchKey, v uint64) {
+		adaptSwitches.add(float64(v), "scheduler", k.scheduler, "guard", strconv.FormatBool(k.guard))
+	})
 
 	version, revision, goVersion := buildInfo(r.opts.Version)
 	build.add(1, "version", version, "revision", revision, "goversion", goVersion)
@@ -143,10 +150,14 @@ func (r *Recorder) exposition() []byte {
 			probeChosen.add(chosen, "disk", disk, "scheduler", p.Scheduler)
 		}
 	}
+	for disk, a := range r.adapt {
+		adaptBusy.add(a.busy, "disk", disk)
+		adaptWindow.add(a.window, "disk", disk)
+	}
 	r.mu.Unlock()
 
 	fams := []*family{disks, changes, applyErrors, drift, uevents, rescans, overflows, loadErrs,
-		reloadOK, reloadAt, probeIOPS, probeP99, probeChosen, build, latency}
+		reloadOK, reloadAt, probeIOPS, probeP99, probeChosen, adaptSwitches, adaptBusy, adaptWindow, build, latency}
 	slices.SortFunc(fams, func(a, b *family) int { return cmp.Compare(a.name, b.name) })
 	var b bytes.Buffer
 	for _, f := range fams {

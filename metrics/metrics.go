@@ -90,6 +90,8 @@ type Recorder struct {
 	changes      sync.Map // attrRule -> *atomic.Uint64
 	applyErrors  sync.Map // attribute -> *atomic.Uint64
 	driftRepairs sync.Map // attribute -> *atomic.Uint64
+	// adaptSwitches: adaptSwitchKey -> *atomic.Uint64
+	adaptSwitches sync.Map
 
 	latency histogram
 	burst   burstLog
@@ -101,6 +103,7 @@ type Recorder struct {
 	reloadOK   bool
 	reloadAt   time.Time
 	probes     map[string][]ProbeResult // by disk
+	adapt      map[string]adaptDepths   // by disk
 	writeErr   error
 	writeCount int
 	// flushes counts the times the writer took what was recorded,
@@ -148,6 +151,7 @@ func New(opts Options) *Recorder {
 		wake:   make(chan struct{}, 1),
 		disks:  map[DiskKind]int{},
 		probes: map[string][]ProbeResult{},
+		adapt:  map[string]adaptDepths{},
 	}
 	return r
 }
@@ -249,6 +253,50 @@ func (r *Recorder) ForgetProbe(disk string) {
 	r.mu.Lock()
 	_, had := r.probes[disk]
 	delete(r.probes, disk)
+	r.mu.Unlock()
+	if had {
+		r.mark()
+	}
+}
+
+// adaptDepths are an adaptive disk's depths now.
+type adaptDepths struct{ busy, window float64 }
+
+type adaptSwitchKey struct {
+	scheduler string
+	guard     bool
+}
+
+// AdaptSwitched counts an adaptive switch of a disk's scheduler to
+// scheduler ([rule.adapt]); guard marks the guard rail's switch back. The
+// disk is not a label: a counter's series would outlive the disk (the
+// depths are per disk, gauges dropped with it).
+func (r *Recorder) AdaptSwitched(scheduler string, guard bool) {
+	add(&r.adaptSwitches, adaptSwitchKey{scheduler, guard})
+	r.mark()
+}
+
+// SetAdaptDepth records an adaptive disk's depths: the last sample's mean
+// requests in flight while busy, and its window's operating point. Values
+// that did not change mark nothing to write.
+func (r *Recorder) SetAdaptDepth(disk string, busyDepth, windowDepth float64) {
+	d := adaptDepths{busyDepth, windowDepth}
+	r.mu.Lock()
+	old, had := r.adapt[disk]
+	same := had && old == d
+	r.adapt[disk] = d
+	r.mu.Unlock()
+	if !same {
+		r.mark()
+	}
+}
+
+// ForgetAdapt drops a disk's adaptive series: the disk went away, or no
+// adaptive rule matches it any more.
+func (r *Recorder) ForgetAdapt(disk string) {
+	r.mu.Lock()
+	_, had := r.adapt[disk]
+	delete(r.adapt, disk)
 	r.mu.Unlock()
 	if had {
 		r.mark()

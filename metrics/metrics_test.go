@@ -90,6 +90,12 @@ func TestFileCoversEveryMetric(t *testing.T) {
 	})
 	r.SetProbe("vdb", []ProbeResult{{Scheduler: "none", IOPS: 1}})
 	r.ForgetProbe("vdb")
+	r.AdaptSwitched("none", false)
+	r.AdaptSwitched("none", false)
+	r.AdaptSwitched("mq-deadline", true)
+	r.SetAdaptDepth("vda", 23.5, 22)
+	r.SetAdaptDepth("vdb", 1, 1)
+	r.ForgetAdapt("vdb")
 	before := r.Writes()
 	waitWrites(t, r, before+1)
 	stop()
@@ -130,6 +136,10 @@ func TestFileCoversEveryMetric(t *testing.T) {
 		{"iosched_probe_read_latency_p99_seconds", map[string]string{"disk": "vda", "scheduler": "none", "depth": "1"}, 0.0002},
 		{"iosched_probe_chosen", map[string]string{"disk": "vda", "scheduler": "none"}, 1},
 		{"iosched_probe_chosen", map[string]string{"disk": "vda", "scheduler": "mq-deadline"}, 0},
+		{"iosched_adapt_switches_total", map[string]string{"scheduler": "none", "guard": "false"}, 2},
+		{"iosched_adapt_switches_total", map[string]string{"scheduler": "mq-deadline", "guard": "true"}, 1},
+		{"iosched_adapt_busy_depth", map[string]string{"disk": "vda"}, 23.5},
+		{"iosched_adapt_window_depth", map[string]string{"disk": "vda"}, 22},
 		{"iosched_build_info", map[string]string{"version": "v1.2.3"}, 1},
 	} {
 		got, ok := value(fams, tc.name, tc.labels)
@@ -142,6 +152,9 @@ func TestFileCoversEveryMetric(t *testing.T) {
 	}
 	if _, ok := value(fams, "iosched_probe_iops", map[string]string{"disk": "vdb"}); ok {
 		t.Errorf("a forgotten disk's probe is still reported")
+	}
+	if _, ok := value(fams, "iosched_adapt_busy_depth", map[string]string{"disk": "vdb"}); ok {
+		t.Errorf("a forgotten disk's adaptive depth is still reported")
 	}
 	at, _ := value(fams, "iosched_last_reload_timestamp_seconds", nil)
 	if d := time.Since(time.Unix(int64(at), 0)); d < 0 || d > time.Minute {
