@@ -14,6 +14,7 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/iosched/iosched/adapt"
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/devnode"
 	"github.com/iosched/iosched/disklock"
@@ -25,6 +26,7 @@ import (
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/internal/taskgroup"
 	"github.com/iosched/iosched/metrics"
+	"github.com/iosched/iosched/observe"
 	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/policy"
 	"github.com/iosched/iosched/restore"
@@ -120,6 +122,10 @@ type Config struct {
 	// pass" (the probe's goroutine, before it waits for that pass to
 	// end), "measuring" (passes now skip the disk).
 	probeStep func(name, step string)
+	// adaptSampled, when set, is called after each sample of an adaptive
+	// disk with its operating point, the controller's decision and the
+	// scheduler the sample was taken under.
+	adaptSampled func(name string, p observe.Point, dec adapt.Decision, scheduler string)
 }
 
 // Daemon keeps disks on their policy. Make one with New, run it with Run.
@@ -159,6 +165,7 @@ type Daemon struct {
 
 	follow *udevfollow.Follower // udevd's processed events, in kernel mode
 	probes probes               // [rule.probe]: probe.go
+	adapt  adaptive             // [rule.adapt]: adapt.go
 	// procs raises GOMAXPROCS while probes whose engine asks for more
 	// goroutines run (probe.Runner.Procs): the process's, so the daemon's.
 	procs gomaxprocs.Raiser
@@ -271,6 +278,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.probes.retry = cfg.probeRetry
 	d.probes.init(policy.DefaultProbeConcurrency)
+	d.adapt.init()
 	d.queue = newQueue(cfg.Parallel, d.pass)
 	d.queue.idle = func(peak int) {
 		if peak > osthreads.Keep() {

@@ -89,7 +89,7 @@ func (d *Daemon) pass(name string, j job) {
 	if d.stopping.Load() {
 		return // a stop abandons what has not started writing (ev may be cut short)
 	}
-	a := d.pipe.Plan(dev, ev, d.probeDecision(pol, dev, ev))
+	a := d.pipe.Plan(dev, ev, d.adaptDecision(pol, dev, d.probeDecision(pol, dev, ev)))
 	ev, p := a.Eval, a.Plan
 	// A pass udevd's processed event asked for retries what was held: a
 	// value not kept before may have been a udev rule's write racing ours,
@@ -131,6 +131,7 @@ func (d *Daemon) pass(name string, j job) {
 		switch {
 		case disklock.IsBusy(err):
 			d.noteHeld(name, rec, err) // another process probes it (or writes its settings)
+			d.adaptPassed(name, dev, true)
 			return
 		case err != nil:
 			d.log.Warn("not written this pass: the disk's lock cannot be taken", "device", name, "error", err)
@@ -145,6 +146,7 @@ func (d *Daemon) pass(name string, j job) {
 		d.logOutcomes(dev, rec, res, j.afterUdev, repeated)
 		settle(dev, res)
 	}
+	d.adaptPassed(name, dev, false)
 	d.noteDisk(name, rec, dev, ev, p, res)
 	rec.snap = trim(dev, ev)
 	if !j.received.IsZero() {
@@ -168,7 +170,10 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 		dev := rec.snap // this pass's own: updated in place
 		dev.Properties = rec.props
 		ev := d.pipe.EvaluatePolicy(pol, dev)
-		err := d.refresh(dev, ev)
+		// A probing rule sets the scheduler by its decision (or an
+		// adaptive choice) even when its [rule.set] does not.
+		probed, _ := pol.ProbeFor(dev)
+		err := d.refresh(dev, ev, probed != nil)
 		if err == nil || sysfs.Gone(err) {
 			return dev, ev, nil, err
 		}
@@ -209,18 +214,20 @@ func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sy
 	return dev, ev, diskDir, nil
 }
 
-// refresh re-reads into dev the attributes ev sets. Facts stay as last read:
-// they change only with a uevent, which brings a full pass.
-func (d *Daemon) refresh(dev *sysfs.Device, ev policy.Evaluation) error {
+// refresh re-reads into dev the attributes ev sets, and the scheduler when
+// a probe decides it (probed). Facts stay as last read: they change only
+// with a uevent, which brings a full pass.
+func (d *Daemon) refresh(dev *sysfs.Device, ev policy.Evaluation, probed bool) error {
+	sched := probed
 	for _, s := range ev.Settings {
-		if sysfs.Attr(s.Attribute).Kind() != sysfs.KindScheduler || dev.Scheduler == nil {
-			continue
-		}
+		sched = sched || sysfs.Attr(s.Attribute).Kind() == sysfs.KindScheduler
+	}
+	if sched && dev.Scheduler != nil {
 		active, offered, err := d.fs.ReadScheduler(dev.Name)
 		if err != nil {
 			return d.readError(dev.Name, err)
 		}
-		dev.SetValue(sysfs.Attr(s.Attribute), active) // a switch drops the old scheduler's parameters
+		dev.SetValue(sysfs.Attr(schedulerAttr), active) // a switch drops the old scheduler's parameters
 		dev.Schedulers = offered
 	}
 	for _, s := range ev.Settings {
@@ -402,6 +409,7 @@ func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
 	rec.snap, rec.props, rec.refused = nil, props, nil
 	d.probes.cancel(name)
 	d.metrics.ForgetProbe(name)
+	d.dropAdaptive(name, "another disk has its name")
 	if d.orig != nil {
 		d.orig.Forget(name)
 	}
@@ -416,6 +424,7 @@ func (d *Daemon) forget(name string) {
 	d.mu.Unlock()
 	d.probes.cancel(name)
 	d.metrics.ForgetProbe(name)
+	d.dropAdaptive(name, "it went away")
 	if d.orig != nil {
 		d.orig.Forget(name)
 	}

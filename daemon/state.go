@@ -167,6 +167,7 @@ func (d *Daemon) snapshot() *statefile.State {
 	for name, rec := range d.disks {
 		s := rec.state
 		s.Probe = d.probes.state(name)
+		s.Adapt = d.adaptState(name)
 		st.Disks[name] = &s
 		if len(s.Rules) > 0 {
 			st.Managed++

@@ -152,6 +152,10 @@ type DiskState struct {
 	// switch or restore on a disk that has not answered (a switch waits
 	// for the disk's I/O in flight).
 	InFlight []InFlight `json:"in_flight,omitempty"`
+	// Adapt is the disk's [rule.adapt]: the operating point its
+	// workload runs at and what the daemon chose by it; nil when no
+	// adaptive rule matches it, or its probe has no decision yet.
+	Adapt *AdaptState `json:"adapt,omitempty"`
 	// Held says why the daemon has not written the disk since At:
 	// another process holds its lock (an `iosched probe` measuring it,
 	// perhaps one stuck on a disk that stopped answering, or an
@@ -182,6 +186,56 @@ type ProbeState struct {
 	From  string    `json:"from,omitempty"`
 	Error string    `json:"error,omitempty"`
 	Since time.Time `json:"since"`
+}
+
+// AdaptState is where an adaptive disk's workload runs and what the daemon
+// chose by it.
+type AdaptState struct {
+	Rule string `json:"rule"`
+	// Sample and Window are the rule's, as written in a policy ("5s").
+	Sample string `json:"sample"`
+	Window string `json:"window"`
+	// Scheduler is the adaptive choice in force: the disk's wanted
+	// scheduler until the next switch; "" before the first switch (the
+	// probe's decision stands).
+	Scheduler string `json:"scheduler,omitempty"`
+	// BusyDepth is the last sample's mean requests in flight while the
+	// disk was busy; Busy its busy fraction.
+	BusyDepth float64 `json:"busy_depth"`
+	Busy      float64 `json:"busy"`
+	// WindowDepth is the window's operating point (the busy-time-weighted
+	// median busy depth of its busy samples; 0 when it was idle), and
+	// WindowSeconds how much of the window the samples cover.
+	WindowDepth   float64 `json:"window_depth"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// Favoured is the candidate the probe's curves favour at WindowDepth,
+	// Gain by how much over the scheduler now (0.52 for 1.52x).
+	Favoured string  `json:"favoured,omitempty"`
+	Gain     float64 `json:"gain,omitempty"`
+	// Agreeing is the candidate every sample since AgreeingSince favoured
+	// by more than the margin: a switch to it comes once that spans a
+	// window.
+	Agreeing      string     `json:"agreeing,omitempty"`
+	AgreeingSince *time.Time `json:"agreeing_since,omitempty"`
+	LastSwitch    *Switch    `json:"last_switch,omitempty"`
+	// SwitchesToday counts the switches in the last 24 hours.
+	SwitchesToday int `json:"switches_today"`
+	// PinnedUntil is when a disk the guard rail switched back may switch
+	// again.
+	PinnedUntil *time.Time `json:"pinned_until,omitempty"`
+	// Held says why a switch the window agreed on waits (min_interval,
+	// max_switches_per_day, the pin).
+	Held string `json:"held,omitempty"`
+}
+
+// Switch is one adaptive switch of a disk's scheduler.
+type Switch struct {
+	At   time.Time `json:"at"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	// Reason is the switch's provenance: "adapt: busy depth 23 over 10m;
+	// curve: none 1.52x mq-deadline at depth 23".
+	Reason string `json:"reason"`
 }
 
 // Applied is one setting the policy makes on a disk.
