@@ -4,10 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
@@ -16,7 +20,10 @@ import (
 )
 
 func newExplainCmd(e *env) *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON     bool
+		runtimeDir string
+	)
 	cmd := &cobra.Command{
 		Use:   "explain DEVICE",
 		Short: "Show a disk's facts, every rule's verdict on it, and where each final setting comes from",
@@ -24,7 +31,7 @@ func newExplainCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// One disk, shown whole: every fact, whatever the policy tests.
 			all := func(*policy.Policy) pipeline.Scope { return pipeline.Everything() }
-			_, rs, _, err := e.assess(args, all, 1, nil)
+			pol, rs, _, err := e.assess(args, all, 1, nil)
 			if err != nil {
 				return err
 			}
@@ -43,6 +50,7 @@ func newExplainCmd(e *env) *cobra.Command {
 			} else if rec != nil {
 				pr.Remembered = recordLine(rec)
 			}
+			ad := adaptFor(pol, a.Device, runtimeDir)
 			if asJSON {
 				return writeJSON(e.stdout, struct {
 					Device   *sysfs.Device       `json:"device"`
@@ -50,16 +58,71 @@ func newExplainCmd(e *env) *cobra.Command {
 					Settings []policy.Setting    `json:"settings"`
 					Plan     plan.Device         `json:"plan"`
 					Probe    *probeShown         `json:"probe,omitempty"`
-				}{a.Device, a.Eval.Rules, a.Eval.Settings, a.Plan, pr.orNil()})
+					Adapt    *adaptShown         `json:"adapt,omitempty"`
+				}{a.Device, a.Eval.Rules, a.Eval.Settings, a.Plan, pr.orNil(), ad})
 			}
 			renderExplain(e.stdout, a)
 			pr.render(e.stdout)
+			ad.render(e.stdout)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&e.stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
+	cmd.Flags().StringVar(&runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "the running daemon's runtime directory: its adaptive choice for the disk ([rule.adapt])")
 	return cmd
+}
+
+// adaptShown is explain's adaptive section: the rule that adapts the disk
+// and, while a daemon runs, what it chose by the disk's depth, which
+// stands in place of the probe's decision.
+type adaptShown struct {
+	Rule string `json:"rule"`
+	// Daemon is the running daemon's state of the disk; nil when none
+	// runs, or it does not follow the disk (yet).
+	Daemon *statefile.AdaptState `json:"daemon,omitempty"`
+}
+
+// adaptFor is the disk's adaptive section, nil when no adaptive rule
+// matches it.
+func adaptFor(pol *policy.Policy, dev *sysfs.Device, runtimeDir string) *adaptShown {
+	ad, rule := pol.AdaptFor(dev)
+	if ad == nil {
+		return nil
+	}
+	out := &adaptShown{Rule: rule}
+	if st, err := statefile.Read(runtimeDir); err == nil {
+		if ds := st.Disks[dev.Name]; ds != nil {
+			out.Daemon = ds.Adapt
+		}
+	}
+	return out
+}
+
+func (a *adaptShown) render(w io.Writer) {
+	if a == nil {
+		return
+	}
+	fmt.Fprintln(w, "\nadapt:")
+	fmt.Fprintf(w, "  rule %q switches the scheduler between the probe's candidates by the depth the disk's workload runs at\n", printable(a.Rule))
+	st := a.Daemon
+	switch {
+	case st == nil:
+		fmt.Fprintln(w, "  no running daemon follows the disk: the probe's decision stands")
+	case st.Scheduler == "":
+		fmt.Fprintln(w, "  the running daemon follows the disk, and has not switched it: the probe's decision stands")
+	default:
+		fmt.Fprintf(w, "  scheduler = %s, by the running daemon in place of the probe's decision", printable(st.Scheduler))
+		if s := st.LastSwitch; s != nil {
+			fmt.Fprintf(w, " (%s, at %s)", printable(s.Reason), s.At.Local().Format("2006-01-02 15:04:05"))
+		}
+		fmt.Fprintln(w)
+	}
+	if st != nil {
+		for _, line := range adaptStatus(printableCopy(reflect.ValueOf(st)).Interface().(*statefile.AdaptState), time.Now()) {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+	}
 }
 
 func renderExplain(w io.Writer, a pipeline.Assessment) {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,7 +35,10 @@ disk's uevent to its settings applied over the last burst (disks applied less
 than a second apart: p50, p99, max), the metrics file and its last write's
 failure, and every disk a rule matched with the settings made on it and
 the writes the kernel refused (retried after a minute, then less and less
-often, up to hourly). Exit 0 when a daemon runs, 3 when none does (as systemctl
+often, up to hourly), and for each disk an adaptive rule ([rule.adapt])
+follows: the depth its workload runs at now and over the window, the
+candidate the probe's curves favour there, the last switch and its reason,
+the switches in the last 24 hours, a pin, and why an agreed switch waits. Exit 0 when a daemon runs, 3 when none does (as systemctl
 status): a state file whose pid is gone, or is not the daemon that wrote it
 (another start time or executable), means none runs.`,
 		Args: cobra.NoArgs,
@@ -172,6 +177,11 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 		if p := d.Probe; p != nil {
 			fmt.Fprintf(w, "%s: %s\n", n, probeStatus(p))
 		}
+		if a := d.Adapt; a != nil {
+			for _, line := range adaptStatus(a, now) {
+				fmt.Fprintf(w, "%s: %s\n", n, line)
+			}
+		}
 		for _, f := range d.InFlight {
 			fmt.Fprintf(w, "%s: write in flight since %s: %s (the disk has not answered it yet)\n", n, f.Since.Local().Format(stamp), f.What)
 		}
@@ -183,6 +193,49 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 		}
 	}
 	return nil
+}
+
+// adaptStatus is an adaptive disk's lines: where its workload runs and
+// what the daemon chose by it.
+func adaptStatus(a *statefile.AdaptState, now time.Time) []string {
+	const stamp = "2006-01-02 15:04:05"
+	chosen := a.Scheduler
+	if chosen == "" {
+		chosen = "the probe's (no switch yet)"
+	}
+	line := fmt.Sprintf("adapt (rule %q, sample %s, window %s): scheduler %s; busy depth %s now (busy %.0f%%)",
+		a.Rule, a.Sample, a.Window, chosen, depthText(a.BusyDepth), a.Busy*100)
+	if a.WindowDepth > 0 {
+		line += fmt.Sprintf(", %s over the window", depthText(a.WindowDepth))
+		if a.Favoured != "" {
+			line += fmt.Sprintf(", where the curves favour %s by %.0f%%", a.Favoured, a.Gain*100)
+		}
+	} else {
+		line += fmt.Sprintf(", the window (%s of it seen) idle", time.Duration(a.WindowSeconds*float64(time.Second)).Round(time.Second))
+	}
+	lines := []string{line}
+	if s := a.LastSwitch; s != nil {
+		lines = append(lines, fmt.Sprintf("adapt: switched %s -> %s at %s (%s); %d switch(es) in the last 24h",
+			s.From, s.To, s.At.Local().Format(stamp), s.Reason, a.SwitchesToday))
+	}
+	if a.Agreeing != "" && a.AgreeingSince != nil {
+		lines = append(lines, fmt.Sprintf("adapt: every sample since %s favours %s", a.AgreeingSince.Local().Format(stamp), a.Agreeing))
+	}
+	if a.PinnedUntil != nil && a.PinnedUntil.After(now) {
+		lines = append(lines, "adapt: pinned by the guard rail until "+a.PinnedUntil.Local().Format(stamp))
+	}
+	if a.Held != "" {
+		lines = append(lines, "adapt: a switch waits: "+a.Held)
+	}
+	return lines
+}
+
+// depthText writes a depth as people say it: "23", "1.5".
+func depthText(d float64) string {
+	if d >= 10 {
+		return fmt.Sprintf("%.0f", d)
+	}
+	return strconv.FormatFloat(math.Round(d*10)/10, 'f', -1, 64)
 }
 
 // seconds shows a latency to a precision that suits it.

@@ -185,3 +185,89 @@ func TestStatusShowsProbes(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusShowsAdaptiveDisks(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
+	const reason = "adapt: busy depth 23 over 10m; curve: none 1.52x mq-deadline at depth 23"
+	st := &statefile.State{
+		PID: os.Getpid(), ProcStart: statefile.StartTime(os.Getpid()), Exe: statefile.Exe(os.Getpid()), Started: at,
+		Disks: map[string]*statefile.DiskState{
+			"vdb": {Class: "virtio", Rules: []string{"adaptive"},
+				Settings: []statefile.Applied{{Attribute: "scheduler", Value: "none", Rule: "adaptive (" + reason + ")"}},
+				Adapt: &statefile.AdaptState{Rule: "adaptive", Sample: "5s", Window: "10m0s", Scheduler: "none", BusyDepth: 24.2, Busy: 0.97,
+					WindowDepth: 23, WindowSeconds: 600, Favoured: "none", Gain: 0.52, SwitchesToday: 1,
+					LastSwitch: &statefile.Switch{At: at, From: "mq-deadline", To: "none", Reason: reason},
+					Held:       "min_interval 1h: the last switch was at 2025-03-01T12:00:00Z"}},
+			"vdc": {Class: "virtio", Rules: []string{"adaptive"},
+				Adapt: &statefile.AdaptState{Rule: "adaptive", Sample: "5s", Window: "10m0s", WindowSeconds: 30}},
+		},
+	}
+	writeState(t, dir, st)
+	code, out, stderr := runStatus(t, "--runtime-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		`vdb   virtio  scheduler=none  adaptive`,
+		`vdb: adapt (rule "adaptive", sample 5s, window 10m0s): scheduler none; busy depth 24 now (busy 97%), 23 over the window, where the curves favour none by 52%`,
+		`vdb: adapt: switched mq-deadline -> none at 2025-03-01 12:00:00 (` + reason + `); 1 switch(es) in the last 24h`,
+		`vdb: adapt: a switch waits: min_interval 1h: the last switch was at 2025-03-01T12:00:00Z`,
+		`vdc: adapt (rule "adaptive", sample 5s, window 10m0s): scheduler the probe's (no switch yet); busy depth 0 now (busy 0%), the window (30s of it seen) idle`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// explain shows the rule that adapts a disk, and the running daemon's
+// choice in place of the probe's decision, with its reason; without a
+// daemon, that the probe's decision stands.
+func TestExplainShowsTheAdaptiveChoice(t *testing.T) {
+	inRepoRoot(t)
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.toml")
+	if err := os.WriteFile(pol, []byte(probePolicyText+"[rule.adapt]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := func(runtimeDir string) []string {
+		return []string{"--sysfs", "testdata/sysfs/cloud", "--dev", "testdata/dev-empty", "--policy", pol,
+			"explain", "vda", "--state-dir", filepath.Join(dir, "state"), "--runtime-dir", runtimeDir}
+	}
+	out, errb, code := runMain(t, args(filepath.Join(dir, "none"))...)
+	if code != 0 || !strings.Contains(string(out), "\nadapt:\n  rule \"virtio disks\" switches the scheduler") ||
+		!strings.Contains(string(out), "no running daemon follows the disk: the probe's decision stands") {
+		t.Errorf("explain without a daemon: exit %d\n%s%s", code, out, errb)
+	}
+
+	run := filepath.Join(dir, "run")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
+	const reason = "adapt: busy depth 23 over 10m; curve: none 1.52x mq-deadline at depth 23"
+	writeState(t, run, &statefile.State{
+		PID: os.Getpid(), ProcStart: statefile.StartTime(os.Getpid()), Exe: statefile.Exe(os.Getpid()), Started: at,
+		Disks: map[string]*statefile.DiskState{"vda": {Class: "virtio", Rules: []string{"virtio disks"},
+			Adapt: &statefile.AdaptState{Rule: "virtio disks", Sample: "5s", Window: "10m0s", Scheduler: "none", BusyDepth: 23, Busy: 1,
+				WindowDepth: 23, Favoured: "none", SwitchesToday: 1, LastSwitch: &statefile.Switch{At: at, From: "mq-deadline", To: "none", Reason: reason}}}},
+	})
+	out, errb, code = runMain(t, args(run)...)
+	for _, want := range []string{
+		"  scheduler = none, by the running daemon in place of the probe's decision (" + reason + ", at 2025-03-01 12:00:00)\n",
+		"  adapt: switched mq-deadline -> none at 2025-03-01 12:00:00 (" + reason + "); 1 switch(es) in the last 24h\n",
+	} {
+		if code != 0 || !strings.Contains(string(out), want) {
+			t.Errorf("explain with a daemon lacks %q: exit %d\n%s%s", want, code, out, errb)
+		}
+	}
+	out, _, _ = runMain(t, append(args(run), "--json")...)
+	var shown struct {
+		Adapt *adaptShown `json:"adapt"`
+	}
+	if err := json.Unmarshal(out, &shown); err != nil || shown.Adapt == nil || shown.Adapt.Rule != "virtio disks" ||
+		shown.Adapt.Daemon == nil || shown.Adapt.Daemon.Scheduler != "none" || shown.Adapt.Daemon.LastSwitch.Reason != reason {
+		t.Errorf("explain --json lacks the adaptive state (%v):\n%s", err, out)
+	}
+}
