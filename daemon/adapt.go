@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -214,6 +215,16 @@ func (d *Daemon) adaptState(name string) *statefile.AdaptState {
 		out.PinnedUntil = &t
 	}
 	return out
+}
+
+// ruleLabel is a setting's rule as the metrics count it: an adaptive
+// choice's reason, a new text at each switch, is left out, so that the
+// label's values stay bounded.
+func ruleLabel(rule string) string {
+	if i := strings.Index(rule, " (adapt: "); i >= 0 && strings.HasSuffix(rule, ")") {
+		return rule[:i] + " (adapt)"
+	}
+	return rule
 }
 
 // nextSample is when a disk sampled every interval is next due: on the

@@ -260,6 +260,7 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 		fams := metricsFile(t, prom)
 		d := sample(fams, "iosched_adapt_busy_depth", map[string]string{"disk": "loop20000"})
 		return sample(fams, "iosched_adapt_switches_total", map[string]string{"scheduler": "mq-deadline", "guard": "false"}) == 1 &&
+			sample(fams, "iosched_changes_total", map[string]string{"attribute": "scheduler", "rule": "adaptive (adapt)"}) == 1 &&
 			d > 0.9 && d < 1.1
 	})
 

@@ -298,7 +298,7 @@ func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result, aft
 				d.log.Info("set", attrs...)
 			}
 			d.noteChange(statefile.Change{At: time.Now(), Device: dev.Name, Attribute: o.Attribute, From: o.Before, To: o.To, Rule: o.Rule, Drift: drift})
-			d.metrics.Changed(o.Attribute, o.Rule, drift)
+			d.metrics.Changed(o.Attribute, ruleLabel(o.Rule), drift)
 		case apply.Mismatch:
 			d.metrics.ApplyFailed(o.Attribute)
 			switch {
