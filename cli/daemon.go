@@ -79,6 +79,21 @@ tried again a minute later. While a disk is probed the daemon writes nothing to
 it; a reload or the disk's removal cancels its probe, which first puts back what
 it changed, and the start restores what a killed probe left.
 
+A disk a rule with [rule.adapt] matches, whose probe decision has curves, is
+followed: every sample (default 5s) one read of /sys/block/DEV/stat gives the
+requests it had in flight while busy, and when the probe's curves favour the
+other candidate by more than margin at that depth over a whole window, the
+daemon switches it with an ordinary pass, the rule shown with the reason
+("x (adapt: busy depth 23 over 10m; curve: none 1.52x mq-deadline at depth
+23)"); that choice is then the disk's wanted scheduler, which drift repair keeps,
+until the next switch or a restart (which starts again from the probe's
+decision). Not while a probe holds the disk: the window starts again after it.
+A reload keeps a disk's window and switches when its rule, the rule's options
+and the probe's curves are unchanged. With no adaptive disk nothing is sampled
+and no timer runs. iosched status shows each one's depth, verdict and switches;
+the metrics file counts the switches (iosched_adapt_switches_total) and shows
+each one's busy depth.
+
 It speaks systemd's notify protocol (READY, RELOADING, STOPPING, STATUS, WATCHDOG)
 and logs to the journal with DEVICE=, ATTRIBUTE=, FROM=, TO=, RULE= fields when
 stderr is the journal. Its state is in RUNTIME-DIR/state.json: see iosched status.

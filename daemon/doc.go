@@ -17,5 +17,6 @@
 // package statefile's),
 // systemd's notify messages in notify.go, the runtime directory's lock in
 // package internal/runtimedir; package restore keeps and puts back the original values of
-// restore_on_exit.
+// restore_on_exit. The probes [rule.probe] asks for are in probe.go, and
+// the adaptive rules' sampling and switches ([rule.adapt]) in adapt.go.
 package daemon
