@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/iosched/iosched/adapt"
@@ -44,6 +45,9 @@ type adaptive struct {
 	// wake tells the sampler that a disk came, so that its schedule is
 	// computed again.
 	wake chan struct{}
+	// gaps counts the samples not given to a controller because a probe
+	// held the disk: what tests wait for.
+	gaps atomic.Int64
 }
 
 // adaptDisk is one adaptive disk: its controller and what the sampler
@@ -336,8 +340,9 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 	// A probe measuring the disk (the daemon's, or another process's
 	// holding its lock) makes its own load: no sample of it is the
 	// workload's, and none may switch the disk under the probe.
-	if d.probes.holds(name) || d.locks.Held(name) {
+	if d.probes.holds(name) {
 		x.gap()
+		d.adapt.gaps.Add(1)
 		return adaptAction{}, false
 	}
 	if x.stat == nil {
@@ -364,6 +369,13 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 	x.prev = s
 	if err != nil {
 		x.ctl.Reset()
+		return adaptAction{}, false
+	}
+	// Another process's lock is asked about only when the disk was busy
+	// (its probe reads): an idle disk costs its one read.
+	if p.Busy >= adapt.IdleBusy && d.locks.Held(name) {
+		x.ctl.Reset()
+		d.adapt.gaps.Add(1)
 		return adaptAction{}, false
 	}
 	x.last = p

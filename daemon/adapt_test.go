@@ -190,6 +190,16 @@ func replaceFile(t testing.TB, path, text string) {
 	}
 }
 
+// waitKernelScheduler waits until kernelScheduler has made the disk's
+// scheduler file read as the kernel's again after a write.
+func waitKernelScheduler(t *testing.T, fs sysfs.FS, name string) {
+	t.Helper()
+	waitFor(t, 5*time.Second, name+"'s scheduler file as the kernel writes it", func() bool {
+		b, err := os.ReadFile(filepath.Join(fs.Root(), "block", name, "queue", "scheduler"))
+		return err == nil && strings.Contains(string(b), "[")
+	})
+}
+
 func (l *fakeLoad) set(depth float64) {
 	l.mu.Lock()
 	l.depth = depth
@@ -242,9 +252,9 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 	load.set(1)
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
 	const reason = "adapt: busy depth 1 over 500ms; curve: mq-deadline 1.15x none at depth 1"
-	if n := len(r.log.Lines("msg=set", "attribute=scheduler", "to=mq-deadline", `rule="adaptive (`+reason+`)"`)); n != 1 {
-		t.Errorf("%d log lines set mq-deadline with the switch's reason, want 1", n)
-	}
+	waitFor(t, 5*time.Second, "the switch's pass logged with its reason as the rule", func() bool {
+		return len(r.log.Lines("msg=set", "attribute=scheduler", "to=mq-deadline", `rule="adaptive (`+reason+`)"`)) == 1
+	})
 	var ds *statefile.DiskState
 	waitFor(t, 5*time.Second, "the switch in the state file", func() bool {
 		ds = r.state(t).Disks["loop20000"]
@@ -267,13 +277,14 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 	// Drift: the adaptive choice is what the disk wants.
 	replaceFile(t, filepath.Join(fs.Root(), "block/loop20000/queue/scheduler"), "[none] mq-deadline kyber\n")
 	r.signals <- syscall.SIGUSR1
+	waitFor(t, 5*time.Second, "the drift repaired back to the adaptive choice", func() bool {
+		return len(r.log.Lines("drift repaired", "attribute=scheduler", "to=mq-deadline", reason)) == 1
+	})
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
-	if n := len(r.log.Lines("drift repaired", "attribute=scheduler", "to=mq-deadline", reason)); n != 1 {
-		t.Errorf("%d drift repairs back to the adaptive choice, want 1", n)
-	}
 
 	// A reload that changes nothing of the rule keeps the controller.
 	load.set(0)
+	waitKernelScheduler(t, fs, "loop20000") // the reload's lookup reads what is offered
 	writeFile(t, r.policy, pol+"\n# edited\n")
 	reloads := len(r.log.Lines("scan done", "reason=reload"))
 	r.signals <- syscall.SIGHUP
@@ -305,9 +316,18 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 // that takes it away ends it.
 func TestAdaptIdleDaemonHasNoSampler(t *testing.T) {
 	fs := fakeTree(t, "loop20000")
-	startFakeLoad(t, fs, "loop20000", 1000) // idle; its scheduler file as the kernel's
 	seeds := seedCrossing(t, fs, "loop20000", crossingFigures())
-	r, _ := fakeDaemonWith(t, testPolicy(""), func(c *Config) { c.FS = fs }, "loop20000")
+	// No scheduler set: the probe's winner is the disk's none, and
+	// nothing rewrites its scheduler file.
+	plain := `
+[[rule]]
+name = "loops"
+[rule.match]
+name = ["loop20000"]
+[rule.set]
+nr_requests = 64
+`
+	r, _ := fakeDaemonWith(t, plain, func(c *Config) { c.FS = fs }, "loop20000")
 	sampling := func() bool {
 		r.d.adapt.mu.Lock()
 		defer r.d.adapt.mu.Unlock()
@@ -319,10 +339,54 @@ func TestAdaptIdleDaemonHasNoSampler(t *testing.T) {
 	writeFile(t, r.policy, adaptivePolicy("loop20000", seeds, "100ms", "500ms", "", ""))
 	r.signals <- syscall.SIGHUP
 	waitFor(t, 5*time.Second, "the sampler to start", sampling)
-	writeFile(t, r.policy, testPolicy(""))
+	writeFile(t, r.policy, plain)
 	r.signals <- syscall.SIGHUP
 	waitFor(t, 5*time.Second, "the sampler to end", func() bool { return !sampling() })
 	if ds := r.state(t).Disks["loop20000"]; ds == nil || ds.Adapt != nil {
 		t.Errorf("state after the adaptive rule went: %+v", ds)
+	}
+}
+
+// TestAdaptNotWhileAnotherHoldsTheDisk: while another process holds the
+// disk's lock (an `iosched probe` measuring it), its samples are gaps and
+// nothing switches, however long the load lasts; once the lock is let go
+// a whole window of samples of the workload switches it.
+func TestAdaptNotWhileAnotherHoldsTheDisk(t *testing.T) {
+	fs := fakeTree(t, "loop20000")
+	load := startFakeLoad(t, fs, "loop20000", 1000)
+	seeds := seedCrossing(t, fs, "loop20000", crossingFigures())
+	var mu sync.Mutex
+	var switched []time.Time
+	r, _ := fakeDaemonWith(t, adaptivePolicy("loop20000", seeds, "100ms", "500ms", "", ""), func(c *Config) {
+		c.FS = fs
+		c.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
+			if dec.Switch {
+				mu.Lock()
+				switched = append(switched, p.At)
+				mu.Unlock()
+			}
+		}
+	}, "loop20000")
+	release, err := r.otherProcessLocks(t).Lock("loop20000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	load.set(1)
+	gaps := r.d.adapt.gaps.Load()
+	// Two windows of samples, all gaps.
+	waitFor(t, 5*time.Second, "two windows of samples while the disk is held", func() bool { return r.d.adapt.gaps.Load() >= gaps+10 })
+	mu.Lock()
+	n := len(switched)
+	mu.Unlock()
+	if n != 0 || r.attr(t, "loop20000", "scheduler") != "none" {
+		t.Fatalf("switched while another process held the disk: %d switches, scheduler %s", n, r.attr(t, "loop20000", "scheduler"))
+	}
+	freed := time.Now()
+	release()
+	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(switched) != 1 || switched[0].Sub(freed) < 400*time.Millisecond { // a window, but for the sample spanning the release
+		t.Errorf("switches at %v after the lock was let go at %v: want one, a window later", switched, freed)
 	}
 }
