@@ -337,9 +337,10 @@ func (d *Daemon) sampleDue(now time.Time) {
 // stat file is closed under it when the disk is dropped). False when there
 // is no point: the first sample, a gap, a read that failed.
 func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
-	// A probe measuring the disk (the daemon's, or another process's
-	// holding its lock) makes its own load: no sample of it is the
-	// workload's, and none may switch the disk under the probe.
+	// A probe measuring the disk makes its own load: no sample of it is
+	// the workload's, and none may switch the disk under the probe. The
+	// daemon's own is asked here; another process's (holding the disk's
+	// lock) below, of a busy disk.
 	if d.probes.holds(name) {
 		x.gap()
 		d.adapt.gaps.Add(1)
@@ -379,10 +380,7 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 		return adaptAction{}, false
 	}
 	x.last = p
-	dec := x.ctl.Observe(adapt.Sample{
-		At: s.At, Scheduler: x.current, BusyDepth: p.BusyDepth, Busy: p.Busy, IOPS: p.IOPS(),
-		Latency: time.Duration(p.LatencyUs * float64(time.Microsecond)),
-	})
+	dec := x.ctl.Observe(adapt.SampleOf(p, x.current))
 	act := adaptAction{name: name, point: p, dec: dec, scheduler: x.current}
 	if dec.Switch {
 		// Taken as made (the controller's rule): the next sample is
