@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/adapt"
+	"github.com/iosched/iosched/adapt/adaptopt"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/observe"
 	"github.com/iosched/iosched/probe"
@@ -389,4 +390,58 @@ func TestAdaptNotWhileAnotherHoldsTheDisk(t *testing.T) {
 	if len(switched) != 1 || switched[0].Sub(freed) < 400*time.Millisecond { // a window, but for the sample spanning the release
 		t.Errorf("switches at %v after the lock was let go at %v: want one, a window later", switched, freed)
 	}
+}
+
+// BenchmarkAdaptSampleRound: one sampling round of 1000 adaptive disks
+// (fake ones: their stat files are regular files), each a read of its stat
+// file, the controller's Observe and State. At the default sample of 5 s,
+// a round's time over 5 s is the share of one CPU the sampling takes.
+func BenchmarkAdaptSampleRound(b *testing.B) {
+	const n = 1000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("loop%d", 20000+i)
+	}
+	fs := fakeTree(b, names...)
+	for _, name := range names {
+		writeFile(b, filepath.Join(fs.Root(), "block", name, "stat"),
+			"    1000        0     8000      500        0        0        0        0        2     1000     2000\n")
+	}
+	d, err := New(Config{FS: fs, RuntimeDir: b.TempDir(), StateDir: b.TempDir(), LockFile: filepath.Join(b.TempDir(), "disks.lock")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	curves, order := crossingCurves()
+	opt := adaptopt.Default()
+	for _, name := range names {
+		ctl, err := adapt.NewController(opt, curves, order, "none")
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.adapt.disks[name] = &adaptDisk{rule: "adaptive", opt: opt, curves: curves, order: order, ctl: ctl, current: "none"}
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		now = now.Add(opt.Sample)
+		d.sampleDue(now)
+	}
+	b.StopTimer()
+	d.adapt.mu.Lock()
+	for _, x := range d.adapt.disks {
+		x.close()
+	}
+	d.adapt.mu.Unlock()
+}
+
+// crossingCurves are crossingFigures as a controller takes them.
+func crossingCurves() (map[string][]probe.CurvePoint, []string) {
+	curves := map[string][]probe.CurvePoint{}
+	var order []string
+	for _, c := range crossingFigures() {
+		curves[c.Scheduler] = c.Curve
+		order = append(order, c.Scheduler)
+	}
+	return curves, order
 }
