@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/iosched/iosched/adapt"
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/observe"
 	"github.com/iosched/iosched/probe"
 	"github.com/iosched/iosched/sysfs"
@@ -294,9 +296,12 @@ func TestIntegrationAdaptPhased(t *testing.T) {
 }
 
 // TestIntegrationAdaptMeasuredCurve: with the slow loop's own measured
-// curve (no seed: the loop favours neither by the margin at any depth, its
-// reads taking their time in the device whatever the scheduler), the disk
-// is never switched away from the probe's winner, none, at depth 1 or 32.
+// curve (no seed: the loop favours neither at any depth, its reads taking
+// their time in the device whatever the scheduler), the disk is never
+// switched away from the probe's winner, none, at depth 1 or 32. The two
+// candidates measure within noise of each other (up to 9% apart at 1 s a
+// point, one round), so both margins are 20%: the probe keeps the disk's
+// none, and the controller must not take noise for a crossing.
 //
 // Not a loop over /dev/shm: there the reader, not the disk, is the
 // bottleneck, and each scheduler leaves a different number of requests in
@@ -322,22 +327,41 @@ duration = "1s"
 rounds = 1
 depth = 32
 depths = [1, 32]
+margin = "20%%"
 [rule.adapt]
 sample = %q
 window = %q
+margin = "20%%"
 min_interval = "0s"
 guard = false
 `, name, phasedSample.String(), phasedWindow.String())
 	r := start(t, pol, withStateDir(t.TempDir()), func(c *Config) { c.adaptSampled = log.hook })
-	waitFor(t, 30*time.Second, "the probe's decision, followed", func() bool {
-		ds := r.diskState(t, name)
-		return ds != nil && ds.Probe != nil && ds.Probe.Status == "decided" && ds.Adapt != nil
-	})
+	// The probe's budget has little room for a disk whose reads take a
+	// millisecond (about 5.0 s of its 5.3 s here, more on a loaded
+	// machine): one that ran out of it is tried again by a reload, as an
+	// administrator would, at most twice.
+	for try := 1; ; try++ {
+		var ds *statefile.DiskState
+		waitFor(t, 30*time.Second, "the probe's outcome", func() bool {
+			ds = r.diskState(t, name)
+			return ds != nil && ds.Probe != nil && (ds.Probe.Status == "decided" && ds.Adapt != nil || ds.Probe.Status == "failed")
+		})
+		if ds.Probe.Status == "decided" {
+			break
+		}
+		if try == 3 || !strings.Contains(ds.Probe.Error, "budget") {
+			t.Fatalf("probe %d failed: %s", try, ds.Probe.Error)
+		}
+		t.Logf("probe %d: %s; again, by a reload", try, ds.Probe.Error)
+		reloads := len(r.log.Lines("scan done", "reason=reload"))
+		r.signals <- syscall.SIGHUP
+		waitFor(t, 10*time.Second, "the reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })
+	}
 	for _, line := range r.log.Lines("probe decided", "device="+name) {
 		t.Log(line) // how long it took, against its budget
 	}
 	if w := r.diskState(t, name).Probe.Winner; w != "none" {
-		t.Fatalf("the probe chose %s on a loop over /dev/shm, want none", w)
+		t.Fatalf("the probe chose %s, want none (the disk's, kept unless another is ahead by the margin)", w)
 	}
 	for _, depth := range []int{1, 32} {
 		phase := fmt.Sprintf("depth %d", depth)
