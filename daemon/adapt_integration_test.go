@@ -245,8 +245,8 @@ func TestIntegrationAdaptPhased(t *testing.T) {
 		}
 		waitFor(t, 5*time.Second, phase+": "+want+" on the disk", func() bool { return activeScheduler(t, name) == want })
 		samplesPast(phase, first.at, windowSamples+2)
+		ss := log.of(phase) // all taken under the full load
 		rd.stop(t)
-		ss := log.of(phase)
 		if sw := switchesOf(ss); len(sw) != 1 {
 			t.Errorf("%s: %d switches, want 1", phase, len(sw))
 		}
