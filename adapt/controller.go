@@ -309,8 +309,8 @@ func (c *Controller) Observe(s Sample) Decision {
 	if c.held = c.blocked(s.At); c.held.by != notHeld {
 		return Decision{}
 	}
-	reason := fmt.Sprintf("adapt: busy depth %s over %s; curve: %s %.2fx %s at depth %s",
-		fmtDepth(depth), fmtDuration(c.opt.Window), v.Favoured, v.FavouredIOPS/v.OverIOPS, v.Over, fmtDepth(depth))
+	reason := fmt.Sprintf("adapt: busy depth %s over %s; curve: %s %.2fx %s at %s",
+		fmtDepth(depth), fmtDuration(c.opt.Window), v.Favoured, v.FavouredIOPS/v.OverIOPS, v.Over, v.Where())
 	d := c.switchTo(s.At, v.Favoured, reason)
 	if c.opt.Guard {
 		c.openGuard(s.At, d.From, d.To, depth)

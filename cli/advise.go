@@ -266,8 +266,8 @@ func verdict(rec *probe.Record, from string, depth float64, current string) (ada
 	if fav == current {
 		fav += " (the current scheduler)"
 	}
-	return v, fmt.Sprintf("at depth %s the probe measured %s %.2fx %s's IOPS (%s)",
-		fmtDepth(depth), fav, v.FavouredIOPS/v.OverIOPS, v.Over, basis), true
+	return v, fmt.Sprintf("at %s the probe measured %s %.2fx %s's IOPS (%s)",
+		v.Where(), fav, v.FavouredIOPS/v.OverIOPS, v.Over, basis), true
 }
 
 func fmtDepth(d float64) string {

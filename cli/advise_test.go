@@ -53,7 +53,7 @@ func TestAdviseVerdict(t *testing.T) {
 		basis    string
 	}{
 		{rec, "remembered", 1, "none", "mq-deadline", 0.15,
-			"at depth 1.0 the probe measured mq-deadline 1.15x none's IOPS (curve of 2026-12-01, remembered)"},
+			"at depth 1 the probe measured mq-deadline 1.15x none's IOPS (curve of 2026-12-01, remembered)"},
 		{rec, "seeded from /etc/fleet.json", 23.4, "none", "none", 0.5,
 			"at depth 23 the probe measured none (the current scheduler) 1.50x mq-deadline's IOPS (curve of 2026-12-01, seeded from /etc/fleet.json)"},
 		{rec, "remembered", 32, "mq-deadline", "none", 0.5,
