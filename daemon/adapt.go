@@ -321,7 +321,7 @@ func (d *Daemon) sampleDue(now time.Time) {
 				d.log.Info("adaptive: switching", "device", act.name, "from", dec.From, "to", dec.To, "reason", dec.Reason)
 			}
 			d.metrics.AdaptSwitched(dec.To, dec.Revert)
-			d.queue.kick(act.name, settingsOnly, nil, nil)
+			d.kick(act.name, settingsOnly, nil, nil)
 		}
 		if act.news {
 			d.markChanged()

@@ -25,6 +25,7 @@ import (
 	"github.com/iosched/iosched/internal/runtimedir"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/internal/taskgroup"
+	"github.com/iosched/iosched/internal/workqueue"
 	"github.com/iosched/iosched/metrics"
 	"github.com/iosched/iosched/observe"
 	"github.com/iosched/iosched/pipeline"
@@ -135,7 +136,7 @@ type Daemon struct {
 	fs      sysfs.FS
 	applier apply.Applier
 	pipe    *pipeline.Pipeline
-	queue   *queue
+	queue   *workqueue.Queue[job]
 	policy  atomic.Pointer[policy.Policy]
 	writes  atomic.Int64
 	passes  atomic.Int64 // passes run: what tests count instead of sleeping
@@ -279,8 +280,8 @@ func New(cfg Config) (*Daemon, error) {
 	d.probes.retry = cfg.probeRetry
 	d.probes.init(policy.DefaultProbeConcurrency)
 	d.adapt.init()
-	d.queue = newQueue(cfg.Parallel, d.pass)
-	d.queue.idle = func(peak int) {
+	d.queue = workqueue.New(cfg.Parallel, d.pass)
+	d.queue.Idle = func(peak int) {
 		if peak > osthreads.Keep() {
 			select {
 			case d.burstOver <- struct{}{}:
@@ -378,9 +379,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 			case ev.Lost:
 				l.scan(full, "lost uevents")
 			case ev.Action == "remove":
-				d.queue.kick(ev.Name, removal, nil, nil)
+				d.kick(ev.Name, removal, nil, nil)
 			default:
-				d.queue.kick(ev.Name, full, &ev, nil)
+				d.kick(ev.Name, full, &ev, nil)
 			}
 		case ev := <-d.follow.Events():
 			d.countFollowed(ev)
@@ -410,7 +411,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			// threads, and the memory given back would be faulted in
 			// again; its end asks again. A few passes running (one
 			// hung in the kernel, say) do not hold the release back.
-			if d.queue.running() <= osthreads.Keep() {
+			if d.queue.Running() <= osthreads.Keep() {
 				d.tasks.Do("thread release", func(context.Context) { osthreads.Release() })
 			}
 		case <-d.policyChanged:
@@ -635,7 +636,7 @@ func (d *Daemon) stop() error {
 	if left := d.tasks.WaitFor(d.cfg.StopTimeout, isProbeTask); len(left) > 0 {
 		d.log.Warn("a probe was still restoring its disk at stop", "probes", left, "waited", d.cfg.StopTimeout)
 	}
-	done := d.queue.close()
+	done := d.queue.Close()
 	var writing []string // disks whose pass may still write
 	select {
 	case <-done:
@@ -647,7 +648,7 @@ func (d *Daemon) stop() error {
 		case <-time.After(passGrace):
 			// Stuck in a write (a queue frozen behind a dead
 			// device): restoring the disk would race with it.
-			writing = d.queue.busy()
+			writing = d.queue.Busy()
 		}
 	}
 	d.follow.StopGraces() // no pass is asked for after Run

@@ -540,11 +540,8 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")}
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20000", "disk")}
 		waitFor(t, 5*time.Second, "the removal and the add to merge", func() bool {
-			q := r.d.queue
-			q.mu.Lock()
-			defer q.mu.Unlock()
-			s := q.slots["loop20000"]
-			return s != nil && s.dirty && s.next.kind == full && r.d.passes.Load() >= 2
+			next, ok := r.d.queue.Next("loop20000")
+			return ok && next.kind == full && r.d.passes.Load() >= 2
 		})
 		close(release)
 		r.waitAttr(t, "loop20000", "nr_requests", "64")

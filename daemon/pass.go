@@ -11,6 +11,7 @@ import (
 	"github.com/iosched/iosched/apply"
 	"github.com/iosched/iosched/disklock"
 	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/internal/workqueue"
 	"github.com/iosched/iosched/pipeline"
 	"github.com/iosched/iosched/plan"
 	"github.com/iosched/iosched/policy"
@@ -469,22 +470,22 @@ func (d *Daemon) scan(kind passKind, reason string) scanResult {
 		d.log.Error("listing disks", "error", err)
 	}
 	known := d.knownNames()
-	wg := newBarrier()
+	wg := new(workqueue.Barrier)
 	for _, n := range names {
 		k := kind
 		if !known[n] {
 			k = full
 		}
 		delete(known, n)
-		d.queue.kick(n, k, nil, wg)
+		d.kick(n, k, nil, wg)
 	}
 	for n := range known {
-		d.queue.kick(n, full, nil, wg)
+		d.kick(n, full, nil, wg)
 	}
 	if !wg.WaitFor(d.cfg.ScanTimeout) {
 		// The disks still busy get their pass when their write returns;
 		// the scan (and the READY, reload and rescans behind it) goes on.
-		d.log.Warn("scan: some disks are still being written after the scan timeout; going on without them", "reason", reason, "timeout", d.cfg.ScanTimeout, "busy", d.queue.busy())
+		d.log.Warn("scan: some disks are still being written after the scan timeout; going on without them", "reason", reason, "timeout", d.cfg.ScanTimeout, "busy", d.queue.Busy())
 	}
 	return scanResult{reason: reason, disks: len(names), writes: d.writes.Load() - writes, took: time.Since(start)}
 }

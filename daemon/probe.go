@@ -273,7 +273,7 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string,
 	// This is the disk's pass, before its writes: the probe starts only
 	// once the pass has returned, so the interim settings are written
 	// first (a probe measuring the disk would make the pass skip them).
-	passOver := d.queue.passOver(name)
+	passOver := d.queue.PassOver(name)
 	d.probes.mu.Lock()
 	if old := d.probes.disks[name]; old != nil {
 		d.probes.mu.Unlock()
@@ -402,7 +402,7 @@ func (r *probeRun) acquire() (release func(), ok bool) {
 	// Passes now skip the disk; one that started before may be writing
 	// it.
 	select {
-	case <-d.queue.passOver(r.name):
+	case <-d.queue.PassOver(r.name):
 	case <-r.ctx.Done():
 	}
 	if r.ctx.Err() != nil {
@@ -431,7 +431,7 @@ func (r *probeRun) measure() (*probe.Report, time.Duration, error) {
 		go func() {
 			<-done
 			d.probes.endMeasuring(r.name)
-			d.queue.kick(r.name, full, nil, nil)
+			d.kick(r.name, full, nil, nil)
 		}()
 	} else {
 		d.probes.endMeasuring(r.name)
@@ -480,12 +480,12 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 		})
 		d.recordProbe(r.name, rep)
 		d.log.Info("probe decided", "device", r.name, "rule", r.rule, "winner", rep.Winner, "provenance", rep.Provenance, "took", took.Round(time.Millisecond))
-		d.queue.kick(r.name, full, nil, nil)
+		d.kick(r.name, full, nil, nil)
 		return false
 	case errors.As(err, &ref) && ref.Busy:
 		r.update(func() { r.dp.state.Status, r.dp.state.Error = "pending", ref.Reason })
 		d.log.Info("probe postponed: the disk is busy", "device", r.name, "reason", ref.Reason, "retry_in", d.probes.retry)
-		d.queue.kick(r.name, settingsOnly, nil, nil) // the settings held while it ran
+		d.kick(r.name, settingsOnly, nil, nil) // the settings held while it ran
 		return true
 	default:
 		status := "failed"
@@ -494,7 +494,7 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 		}
 		r.update(func() { r.dp.state.Status, r.dp.state.Error = status, err.Error() })
 		d.log.Warn("probe "+status+"; the interim settings stay", "device", r.name, "rule", r.rule, "error", err)
-		d.queue.kick(r.name, full, nil, nil)
+		d.kick(r.name, full, nil, nil)
 		return false
 	}
 }
@@ -505,7 +505,7 @@ func (r *probeRun) cancelled() {
 	r.d.probes.mu.Lock()
 	r.dp.state.Status = "cancelled"
 	r.d.probes.mu.Unlock()
-	r.d.queue.kick(r.name, full, nil, nil)
+	r.d.kick(r.name, full, nil, nil)
 }
 
 // update changes the disk's probe state unless its probe was cancelled

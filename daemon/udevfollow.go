@@ -39,7 +39,7 @@ func (d *Daemon) recheck(l *eventLoop, ev uevent.Event) {
 		l.scan(settingsOnly, "udevd events lost")
 		return
 	}
-	d.queue.kick(ev.Name, settingsOnly, &ev, nil)
+	d.kick(ev.Name, settingsOnly, &ev, nil)
 }
 
 // leaveToUdevd tells whether a pass asked for by a kernel uevent should
@@ -65,7 +65,7 @@ func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	if grace <= 0 {
 		grace = udevfollow.DefaultGrace
 	}
-	d.follow.AfterGrace(grace, func() { d.queue.kick(name, settingsOnly, nil, nil) })
+	d.follow.AfterGrace(grace, func() { d.kick(name, settingsOnly, nil, nil) })
 	d.log.Debug("left to udevd first: its rules write what the policy sets", "device", name, "udev_rule", strings.Join(found, ", "))
 	return true
 }
