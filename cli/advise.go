@@ -270,13 +270,6 @@ func verdict(rec *probe.Record, from string, depth float64, current string) (ada
 		v.Where(), fav, v.FavouredIOPS/v.OverIOPS, v.Over, basis), true
 }
 
-func fmtDepth(d float64) string {
-	if d < 10 {
-		return fmt.Sprintf("%.1f", d)
-	}
-	return fmt.Sprintf("%.0f", d)
-}
-
 // resultSource finds a disk's probe result: the newest for its key in
 // stateDir's probes.json, else in the seeded files (in glob and name
 // order), whatever the method it was measured with; a result measured
