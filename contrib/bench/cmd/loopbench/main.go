@@ -88,6 +88,14 @@ func main() {
 		err = cmdExecCost(args)
 	case "compare":
 		err = cmdCompare(args)
+	case "bind":
+		err = cmdBind(args)
+	case "seed":
+		err = cmdSeed(args)
+	case "adaptive":
+		err = cmdAdaptive(args)
+	case "unbind":
+		err = cmdUnbind(args)
 	default:
 		usage()
 	}
@@ -98,7 +106,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: loopbench raw|rawhotplug|hotplug|remove|count|uevent|waitready|idle|logspan|jget|report|create|seq|watch|execcost|compare [flags]")
+	fmt.Fprintln(os.Stderr, "usage: loopbench raw|rawhotplug|hotplug|remove|count|uevent|waitready|idle|logspan|jget|report|create|seq|watch|execcost|compare|bind|unbind|seed|adaptive [flags]")
 	os.Exit(2)
 }
 
