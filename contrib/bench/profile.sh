@@ -10,7 +10,9 @@
 # when it stops; and `perf record -a -g` (when perf is installed) samples
 # the whole machine, the kernel included, while the loops are created and
 # handled: OUT/SCENARIO/perf.data. /proc/PID/sched of the daemon before and
-# after goes to OUT/SCENARIO/sched-{before,after}.txt. Read them with
+# after goes to OUT/SCENARIO/sched-{before,after}.txt; `perf stat` of the
+# daemon's context switches, migrations and CPU to perfstat.txt, its most
+# threads at once (sampled every 5 ms) to threads-peak.txt. Read them with
 #   go tool pprof -top OUT/hotplug/cpu.pprof   (block.pprof, mutex.pprof ...)
 #   perf report -i OUT/hotplug/perf.data --no-children --sort sym
 # The build is not stripped (perf needs its symbols), so its memory is not
@@ -58,8 +60,17 @@ if pgrep -x systemd-udevd >/dev/null; then
 	echo "profile.sh: a systemd-udevd runs: it would act on the loops too" >&2
 	exit 1
 fi
-log "building iosched (working tree, with symbols) and loopbench"
-(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$IOSCHED" ./cmd/iosched)
+log "building iosched (working tree${PATCH:+ + $PATCH}, with symbols) and loopbench"
+if [[ -n ${PATCH:-} ]]; then
+	# PATCH: a file of ablate/ (or any patch), applied to a copy of the tree.
+	[[ $PATCH == /* ]] || PATCH=$HERE/$PATCH
+	git -C "$REPO" worktree add -q --detach "$TMP/src" HEAD
+	git -C "$TMP/src" apply "$PATCH"
+	(cd "$TMP/src" && CGO_ENABLED=0 go build -trimpath -o "$IOSCHED" ./cmd/iosched)
+	git -C "$REPO" worktree remove --force "$TMP/src"
+else
+	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$IOSCHED" ./cmd/iosched)
+fi
 (cd "$HERE" && go build -o "$LB" ./cmd/loopbench)
 mkdir -p "$TMP/etc" "$OUT"
 cat >"$TMP/etc/policy.toml" <<POL
@@ -91,6 +102,28 @@ profile() {
 		PERF_PID=$!
 		sleep 0.5 # perf is sampling
 	fi
+	# The daemon's context switches and CPU over the scenario (its
+	# threads and those they start), and its threads at most, sampled
+	# every 5 ms.
+	local stat_pid= threads_pid=
+	if command -v perf >/dev/null; then
+		perf stat -e context-switches,cpu-migrations,task-clock -p "$DAEMON_PID" -o "$dir/perfstat.txt" &
+		stat_pid=$!
+	fi
+	(
+		# Builtins only (a 5 ms timeout on a pipe that never speaks
+		# for a sleep): no process started every sample.
+		exec {never}<> <(:)
+		peak=0
+		while [[ -e /proc/$DAEMON_PID/status ]]; do
+			while read -r k v _; do
+				[[ $k == Threads: ]] && break
+			done <"/proc/$DAEMON_PID/status" 2>/dev/null || break
+			((${v:-0} > peak)) && peak=$v && echo "$peak" >"$dir/threads-peak.txt"
+			read -r -t 0.005 -u "$never" _ || true
+		done
+	) &
+	threads_pid=$!
 	local args=(hotplug -first "$BASE" -count $N -sched $SCHED)
 	[[ $name == burst ]] && args+=(-pause "$DAEMON_PID")
 	log "$name: loopbench ${args[*]}"
@@ -100,6 +133,8 @@ profile() {
 		wait "$PERF_PID" || true
 		PERF_PID=
 	fi
+	[[ -n $stat_pid ]] && kill -INT "$stat_pid" && wait "$stat_pid" || true
+	kill "$threads_pid" 2>/dev/null; wait "$threads_pid" 2>/dev/null || true
 	cat "/proc/$DAEMON_PID/sched" >"$dir/sched-after.txt"
 	grep -E '^(VmHWM|VmRSS|Threads)' "/proc/$DAEMON_PID/status" >"$dir/status.txt"
 	kill -TERM "$DAEMON_PID"
