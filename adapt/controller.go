@@ -468,7 +468,8 @@ func fmtDuration(d time.Duration) string {
 	return s
 }
 
-// fmtLatency writes a latency in microseconds, the unit of advise.
+// fmtLatency writes a latency in whole microseconds, in ASCII ("us"):
+// the reason goes to the log, the state file and metrics consumers.
 func fmtLatency(ns float64) string {
 	return strconv.FormatFloat(ns/1e3, 'f', 0, 64) + "us"
 }

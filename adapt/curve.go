@@ -213,14 +213,15 @@ func (cs candidates) favour(depth float64, current string) (Verdict, bool) {
 	return Verdict{Depth: depth, Offered: offered, Favoured: cs[best].name, FavouredIOPS: bestIOPS, Over: cs[over].name, OverIOPS: overIOPS}, true
 }
 
-// Curves are a probe record's curves by candidate, in the record's
-// candidate order; a record from before curves counts as two points
-// (Candidate.Points).
-func Curves(r *probe.Record) (map[string][]probe.CurvePoint, []string) {
-	curves := make(map[string][]probe.CurvePoint, len(r.Figures))
-	order := make([]string, 0, len(r.Figures))
-	for _, c := range r.Figures {
-		curves[c.Scheduler] = c.Points(r.Depth)
+// Curves are a probe result's curves by candidate (a Report's Candidates
+// or a Record's Figures, measured at deep reads in flight), in the
+// probe's candidate order; a result from before curves counts as two
+// points (Candidate.Points).
+func Curves(figures []probe.Candidate, deep int) (map[string][]probe.CurvePoint, []string) {
+	curves := make(map[string][]probe.CurvePoint, len(figures))
+	order := make([]string, 0, len(figures))
+	for _, c := range figures {
+		curves[c.Scheduler] = c.Points(deep)
 		order = append(order, c.Scheduler)
 	}
 	return curves, order

@@ -82,7 +82,7 @@ func TestCurvesOfOldRecord(t *testing.T) {
 		{Scheduler: "none", Figures: probe.Figures{IOPS: 300, QD1IOPS: 90}},
 		{Scheduler: "mq-deadline", Figures: probe.Figures{IOPS: 200, QD1IOPS: 100}},
 	}}
-	curves, order := Curves(r)
+	curves, order := Curves(r.Figures, r.Depth)
 	if len(order) != 2 || len(curves["none"]) != 2 || curves["none"][1].ObservedDepth != 32 {
 		t.Fatalf("curves %+v order %v", curves, order)
 	}

@@ -252,7 +252,7 @@ func (r *adviceRow) judge(fs sysfs.FS, src *resultSource) {
 // current: the favoured candidate and the sentence that says why, or
 // (false) why the record gives no verdict.
 func verdict(rec *probe.Record, from string, depth float64, current string) (adapt.Verdict, string, bool) {
-	curves, order := adapt.Curves(rec)
+	curves, order := adapt.Curves(rec.Figures, rec.Depth)
 	what := "curve"
 	if !slices.ContainsFunc(rec.Figures, func(c probe.Candidate) bool { return len(c.Curve) > 0 }) {
 		what = fmt.Sprintf("depths 1 and %d", rec.Depth)

@@ -104,8 +104,7 @@ func (d *Daemon) adaptDecision(pol *policy.Policy, dev *sysfs.Device, dec pipeli
 	var curves map[string][]probe.CurvePoint
 	var order []string
 	if opts != nil && dec.Report != nil && dev.Scheduler != nil {
-		rec := probe.RecordOf(dec.Report, time.Time{})
-		curves, order = adapt.Curves(&rec)
+		curves, order = adapt.Curves(dec.Report.Candidates, dec.Report.Depth)
 	}
 	if len(order) < 2 {
 		d.dropAdaptive(name, "no adaptive rule with a probe decision matches it")

@@ -56,9 +56,6 @@ func NewWindow(span time.Duration) *Window {
 	return w
 }
 
-// Span is the window's length.
-func (w *Window) Span() time.Duration { return w.span }
-
 // Reset empties the window (a disk whose scheduler changed starts a new
 // one).
 func (w *Window) Reset() { *w = Window{span: w.span, slot: w.slot, newest: -1} }

@@ -51,39 +51,37 @@ func (g *Gate) Waiting() int {
 	return g.held
 }
 
-// gatedFile is a read-only file of zeros on a FUSE file system served by
-// the test, whose reads wait while its gate is closed: the backing file of
-// a loop device that stops answering, as one over a dead network server
-// does, and answers again when the test says so.
-type gatedFile struct {
+// zeroFile is a read-only file of zeros on a FUSE file system served by
+// the test, opened for direct I/O so that every read of a loop device over
+// it reaches onRead (none is served from the page cache): a gate that
+// holds reads while closed (AddGated), or a fixed time a read (AddSlow).
+type zeroFile struct {
 	fs.Inode
-	size int64
-	gate *Gate
+	size   int64
+	onRead func()
 }
 
 var (
-	_ = (fs.NodeGetattrer)((*gatedFile)(nil))
-	_ = (fs.NodeOpener)((*gatedFile)(nil))
-	_ = (fs.NodeReader)((*gatedFile)(nil))
+	_ = (fs.NodeGetattrer)((*zeroFile)(nil))
+	_ = (fs.NodeOpener)((*zeroFile)(nil))
+	_ = (fs.NodeReader)((*zeroFile)(nil))
 )
 
-func (f *gatedFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+func (f *zeroFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = syscall.S_IFREG | 0o444
 	out.Size = uint64(f.size)
 	return 0
 }
 
-func (f *gatedFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+func (f *zeroFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	// Direct I/O: every read of the loop device reaches the gate, none is
-	// served from the page cache.
 	return nil, fuse.FOPEN_DIRECT_IO, 0
 }
 
-func (f *gatedFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	f.gate.pass()
+func (f *zeroFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	f.onRead()
 	n := max(min(int64(len(dest)), f.size-off), 0)
 	clear(dest[:n])
 	return fuse.ReadResultData(dest[:n]), 0
@@ -98,7 +96,7 @@ func (f *gatedFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off
 func AddGated(t testing.TB, n int, size int64) (*Loop, *Gate) {
 	t.Helper()
 	g := newGate()
-	l := addOverFUSE(t, n, "a stuck disk", &gatedFile{size: size, gate: g})
+	l := addOverFUSE(t, n, "a stuck disk", &zeroFile{size: size, onRead: g.pass})
 	t.Cleanup(func() { g.Set(false) }) // runs before the loop's removal
 	return l, g
 }

@@ -7,51 +7,11 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
 )
-
-// slowFile is a read-only file of zeros on a FUSE file system served by
-// the test, each of whose reads takes perRead.
-type slowFile struct {
-	fs.Inode
-	size    int64
-	perRead time.Duration
-}
-
-var (
-	_ = (fs.NodeGetattrer)((*slowFile)(nil))
-	_ = (fs.NodeOpener)((*slowFile)(nil))
-	_ = (fs.NodeReader)((*slowFile)(nil))
-)
-
-func (f *slowFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | 0o444
-	out.Size = uint64(f.size)
-	return 0
-}
-
-func (f *slowFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 {
-		return nil, 0, syscall.EROFS
-	}
-	// Direct I/O: every read of the loop device takes perRead, none is
-	// served from the page cache.
-	return nil, fuse.FOPEN_DIRECT_IO, 0
-}
-
-func (f *slowFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	time.Sleep(f.perRead)
-	n := max(min(int64(len(dest)), f.size-off), 0)
-	clear(dest[:n])
-	return fuse.ReadResultData(dest[:n]), 0
-}
 
 // AddSlow binds loop device n to a file of size bytes (zeros) on a FUSE
 // file system whose every read takes perRead and bypasses the page cache:
@@ -64,7 +24,7 @@ func (f *slowFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off 
 // as Missing does.
 func AddSlow(t testing.TB, n int, size int64, perRead time.Duration) *Loop {
 	t.Helper()
-	return addOverFUSE(t, n, "a slow disk", &slowFile{size: size, perRead: perRead})
+	return addOverFUSE(t, n, "a slow disk", &zeroFile{size: size, onRead: func() { time.Sleep(perRead) }})
 }
 
 // Reader keeps a number of random reads in flight on a disk, each from
