@@ -142,7 +142,7 @@ func (o *Originals) Remember(dev *sysfs.Device, changes []plan.Change) error {
 		// A parameter of a scheduler the disk does not run yet has no
 		// original: switching the scheduler back restores the old one's.
 		if _, ok := do.Values[c.Attribute]; !ok && !slices.Contains(do.Unknown, c.Attribute) {
-			if v := current(dev, c.Attribute); v != "" {
+			if v, _ := dev.Value(sysfs.Attr(c.Attribute)); v != "" {
 				do.Values[c.Attribute] = v
 				o.gen++
 			}
@@ -502,10 +502,4 @@ collect:
 	}
 	s.Log.Info("original values restored", "disks", restored, "failed", failed, "skipped", all-len(plans))
 	return failed
-}
-
-// current is the value dev has for attr, "" when unknown.
-func current(dev *sysfs.Device, attr string) string {
-	v, _ := dev.Value(sysfs.Attr(attr))
-	return v
 }
