@@ -340,11 +340,13 @@ guard = false
 	// millisecond (about 5.0 s of its 5.3 s here, more on a loaded
 	// machine): one that ran out of it is tried again by a reload, as an
 	// administrator would, at most twice.
+	var failedSince time.Time // the last failed probe's, which a retry must not count again
 	for try := 1; ; try++ {
 		var ds *statefile.DiskState
 		waitFor(t, 30*time.Second, "the probe's outcome", func() bool {
 			ds = r.diskState(t, name)
-			return ds != nil && ds.Probe != nil && (ds.Probe.Status == "decided" && ds.Adapt != nil || ds.Probe.Status == "failed")
+			return ds != nil && ds.Probe != nil && (ds.Probe.Status == "decided" && ds.Adapt != nil ||
+				ds.Probe.Status == "failed" && ds.Probe.Since.After(failedSince))
 		})
 		if ds.Probe.Status == "decided" {
 			break
@@ -353,6 +355,7 @@ guard = false
 			t.Fatalf("probe %d failed: %s", try, ds.Probe.Error)
 		}
 		t.Logf("probe %d: %s; again, by a reload", try, ds.Probe.Error)
+		failedSince = ds.Probe.Since
 		reloads := len(r.log.Lines("scan done", "reason=reload"))
 		r.signals <- syscall.SIGHUP
 		waitFor(t, 10*time.Second, "the reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })

@@ -113,7 +113,10 @@ func TestIntegrationProbeCurve(t *testing.T) {
 		}
 		byDepth[m.sched][m.depth] = append(byDepth[m.sched][m.depth], m)
 	}
-	close := func(probe, test float64) bool { return math.Abs(probe-test) <= 0.05+0.05*test }
+	// The probe divides by the engine's own elapsed time, the watcher by
+	// the time between its two reads of stat around the measurement: on a
+	// loaded machine the two windows differ by a little, never by a tenth.
+	close := func(probe, test float64) bool { return math.Abs(probe-test) <= 0.05+0.10*test }
 	for _, c := range rep.Candidates {
 		if got := pointDepths(c.Curve); !slices.Equal(got, depths) {
 			t.Errorf("%s: median curve at depths %v, want %v", c.Scheduler, got, depths)
