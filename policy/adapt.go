@@ -27,17 +27,11 @@ func (r *Rule) Adapt() *Adapt { return r.adapt }
 // rule's that has one (a later rule's table overrides an earlier one's
 // whole), and that rule's name; nil when no matching rule adapts.
 func (p *Policy) AdaptFor(d *sysfs.Device) (*Adapt, string) {
-	var out *Adapt
-	var rule string
-	for _, r := range p.Rules {
-		if r.adapt == nil {
-			continue
-		}
-		if ok, _ := r.Matches(d); ok {
-			out, rule = r.adapt, r.Name
-		}
+	r := p.lastMatching(d, func(r *Rule) bool { return r.adapt != nil })
+	if r == nil {
+		return nil, ""
 	}
-	return out, rule
+	return r.adapt, r.Name
 }
 
 var adaptKeys = []string{"sample", "window", "margin", "min_interval", "max_switches_per_day", "guard"}

@@ -79,17 +79,28 @@ func (r *Rule) Probe() *Probe { return r.probe }
 // that has one (a later rule overrides an earlier one's table whole), and
 // that rule's name; nil when no matching rule probes.
 func (p *Policy) ProbeFor(d *sysfs.Device) (*Probe, string) {
-	var out *Probe
-	var rule string
+	r := p.lastMatching(d, func(r *Rule) bool { return r.probe != nil })
+	if r == nil {
+		return nil, ""
+	}
+	return r.probe, r.Name
+}
+
+// lastMatching is the last rule that has what has asks for and matches d
+// (of the rules with a table, the last matching one's is in force); nil
+// when none. has is tested first, so rules without the table cost no
+// match.
+func (p *Policy) lastMatching(d *sysfs.Device, has func(*Rule) bool) *Rule {
+	var out *Rule
 	for _, r := range p.Rules {
-		if r.probe == nil {
+		if !has(r) {
 			continue
 		}
 		if ok, _ := r.Matches(d); ok {
-			out, rule = r.probe, r.Name
+			out = r
 		}
 	}
-	return out, rule
+	return out
 }
 
 var probeKeys = []string{"candidates", "duration", "rounds", "depth", "depths", "block_size", "engine", "choose", "margin", "max_age"}
