@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iosched/iosched/daemon"
+	"github.com/iosched/iosched/internal/daemon"
 )
 
 // maxExposure is the highest `systemd-analyze security` score the unit may

@@ -2,6 +2,6 @@
 // settings that suit it, from a TOML policy. See README.md.
 package main
 
-import "github.com/iosched/iosched/cli"
+import "github.com/iosched/iosched/internal/cli"
 
 func main() { cli.Run() }

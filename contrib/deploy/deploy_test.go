@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/internal/policy"
 )
 
 // cloudInitPolicy returns the content of the write_files entry for path in

@@ -19,8 +19,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/iosched/iosched/disklock"
-	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/internal/disklock"
+	"github.com/iosched/iosched/internal/policy"
 )
 
 // The manifests are decoded strictly into these types: a field they do not

@@ -14,11 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/iosched/iosched/apply"
+	"github.com/iosched/iosched/internal/apply"
+	"github.com/iosched/iosched/internal/plan"
+	"github.com/iosched/iosched/internal/policy"
 	"github.com/iosched/iosched/internal/statefile"
-	"github.com/iosched/iosched/plan"
-	"github.com/iosched/iosched/policy"
-	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/internal/sysfs"
 )
 
 // Report is the daemon-wide part of the state.

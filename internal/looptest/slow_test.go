@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/eventually"
-	"github.com/iosched/iosched/observe"
+	"github.com/iosched/iosched/internal/observe"
 )
 
 // TestIntegrationSlowDepth: on a slow loop device, the reads a Reader

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/iosched/iosched/cli"
+	"github.com/iosched/iosched/internal/cli"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 
-	"github.com/iosched/iosched/policy"
+	"github.com/iosched/iosched/internal/policy"
 )
 
 // policySource is the source of iosched-policy(5), without its title line

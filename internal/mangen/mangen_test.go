@@ -16,10 +16,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iosched/iosched/cli"
-	"github.com/iosched/iosched/policy"
-	"github.com/iosched/iosched/probe/probeopt"
-	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/internal/cli"
+	"github.com/iosched/iosched/internal/policy"
+	"github.com/iosched/iosched/internal/probe/probeopt"
+	"github.com/iosched/iosched/internal/sysfs"
 )
 
 var testDate = time.Date(2024, time.March, 5, 0, 0, 0, 0, time.UTC)

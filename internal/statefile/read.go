@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/iosched/iosched/internal/safefile"
+	"github.com/iosched/iosched/internal/fileio"
 )
 
 // MaxSize bounds what Read reads: a state file of ten thousand disks, each
@@ -25,7 +25,7 @@ func Read(runtimeDir string) (*State, error) {
 	// The daemon replaces the file whole by a rename: anything else there
 	// (a FIFO, a link to /dev/zero) is refused, not waited on or read
 	// without end.
-	b, err := safefile.ReadNoFollow(p, MaxSize)
+	b, err := fileio.ReadNoFollow(p, MaxSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w (no %s)", ErrNotRunning, p)
 	}

@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/iosched/iosched/plan"
-	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/internal/plan"
+	"github.com/iosched/iosched/internal/sysfs"
 )
 
 // Name is the state file's name in the runtime directory.

@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/statefile"
-	"github.com/iosched/iosched/probe"
-	"github.com/iosched/iosched/sysfs"
+	"github.com/iosched/iosched/internal/sysfs"
 )
 
 // cmdBind attaches one backing file, read-only, to every loop of the range

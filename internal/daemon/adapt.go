@@ -1,0 +1,415 @@
+package daemon
+
+import (
+	"context"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/iosched/iosched/internal/adapt"
+	"github.com/iosched/iosched/internal/adapt/adaptopt"
+	"github.com/iosched/iosched/internal/daemonstate"
+	"github.com/iosched/iosched/internal/observe"
+	"github.com/iosched/iosched/internal/pipeline"
+	"github.com/iosched/iosched/internal/policy"
+	"github.com/iosched/iosched/internal/probe"
+	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/internal/sysfs"
+)
+
+// This file runs the adaptive rules ([rule.adapt]). A disk an adaptive
+// rule matches whose probe decision (remembered, seeded or measured) has
+// curves gets a controller (package adapt) when its pass finds it so, and
+// a task samples the stat file of every such disk at its rule's interval
+// and feeds the controllers. When one says Switch, its choice becomes the
+// disk's wanted scheduler in place of the probe's winner, with the
+// switch's reason as its provenance, and an ordinary pass writes it
+// (through the queue, under the disk's lock): so drift repair and the
+// reconcile keep the adaptive choice too, until the next switch.
+//
+// Nothing of this runs without an adaptive disk: the sampler starts with
+// the first and ends with the last, and no timer ticks meanwhile.
+
+// adaptive is the daemon's adaptive disks, under its own mutex (taken
+// after Daemon.mu, never before; probes.mu may be taken under it).
+type adaptive struct {
+	mu    sync.Mutex
+	disks map[string]*adaptDisk
+	// sampling: the sampler task runs. It ends, clearing it, when it
+	// finds no disk left.
+	sampling bool
+	// wake tells the sampler that a disk came, so that its schedule is
+	// computed again.
+	wake chan struct{}
+	// gaps counts the samples not given to a controller because a probe
+	// held the disk: what tests wait for.
+	gaps atomic.Int64
+}
+
+// adaptDisk is one adaptive disk: its controller and what the sampler
+// keeps between two samples.
+type adaptDisk struct {
+	rule   string
+	opt    adaptopt.Options
+	curves map[string][]probe.CurvePoint
+	order  []string
+	ctl    *adapt.Controller
+
+	// stat is the disk's stat file, held open by the sampler (nil until
+	// its first sample, and after a read failed); prev its last sample
+	// when primed.
+	stat   *observe.Disk
+	prev   observe.Sample
+	primed bool
+	next   time.Time // when the next sample is due
+	last   observe.Point
+
+	// current is the disk's scheduler as its last pass left it (or the
+	// last switch asked for, until its pass).
+	current string
+	// want and reason are the adaptive choice, "" before the first
+	// switch.
+	want, reason string
+	// shown is what the state file was last told of, so that a sample
+	// that changes nothing a reader sees does not rewrite it.
+	shown adaptNews
+}
+
+// adaptNews is what makes an adaptive disk's state worth writing again.
+type adaptNews struct {
+	want, favoured, agreeing, held string
+	lastSwitch, pinned             time.Time
+	switches                       int
+	depthStep                      int // the window depth in steps of about 10%
+}
+
+func (a *adaptive) init() {
+	a.disks = map[string]*adaptDisk{}
+	a.wake = make(chan struct{}, 1)
+}
+
+// adaptDecision keeps, makes or drops the disk's controller as the policy
+// and the probe's decision say, and returns dec with the adaptive choice
+// as its winner once the controller made one. A disk keeps its controller
+// (its window, its switches, its choice) while its adaptive rule, the
+// rule's options and the probe's curves stay the same: across a reload
+// that changes neither, and drift repairs.
+func (d *Daemon) adaptDecision(pol *policy.Policy, dev *sysfs.Device, dec pipeline.ProbeDecision) pipeline.ProbeDecision {
+	name := dev.Name
+	opts, rule := pol.AdaptFor(dev)
+	var curves map[string][]probe.CurvePoint
+	var order []string
+	if opts != nil && dec.Report != nil && dev.Scheduler != nil {
+		curves, order = adapt.Curves(dec.Report.Candidates, dec.Report.Depth)
+	}
+	if len(order) < 2 {
+		d.dropAdaptive(name, "no adaptive rule with a probe decision matches it")
+		return dec
+	}
+	a := &d.adapt
+	a.mu.Lock()
+	x := a.disks[name]
+	if x != nil && (x.rule != rule || x.opt != opts.Options || !slices.Equal(x.order, order) || !reflect.DeepEqual(x.curves, curves)) {
+		x.close()
+		delete(a.disks, name)
+		x = nil
+		d.log.Info("adaptive: its rule or its probe's curves changed; the window starts again", "device", name, "rule", rule)
+	}
+	if x == nil {
+		ctl, err := adapt.NewController(opts.Options, curves, order, *dev.Scheduler)
+		if err != nil {
+			a.mu.Unlock()
+			// The policy validated the options: not expected.
+			d.log.Error("adaptive: the rule's options are refused", "device", name, "rule", rule, "error", err)
+			return dec
+		}
+		x = &adaptDisk{rule: rule, opt: opts.Options, curves: curves, order: order, ctl: ctl, current: *dev.Scheduler}
+		x.next = nextSample(time.Now(), x.opt.Sample)
+		a.disks[name] = x
+		d.log.Info("adaptive: following the disk's depth", "device", name, "rule", rule, "sample", x.opt.Sample, "window", x.opt.Window)
+		if !a.sampling && !d.stopping.Load() {
+			a.sampling = true
+			d.tasks.Do("adaptive sampler", d.sampleAdaptive)
+		}
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+		d.markChanged()
+	}
+	want, reason := x.want, x.reason
+	a.mu.Unlock()
+	if want == "" || !slices.Contains(dev.Schedulers, want) {
+		return dec
+	}
+	rep := *dec.Report
+	rep.Winner, rep.Provenance = want, reason
+	return pipeline.ProbeDecision{Rule: rule, Probe: dec.Probe, Report: &rep}
+}
+
+// adaptPassed tells the disk's controller, if any, which scheduler the
+// disk's pass left on it. held: the pass could not write (another holds
+// the disk's lock), so the samples since say nothing of the scheduler
+// they were taken under: the controller starts its window again.
+func (d *Daemon) adaptPassed(name string, dev *sysfs.Device, held bool) {
+	a := &d.adapt
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	x := a.disks[name]
+	if x == nil {
+		return
+	}
+	if s := daemonstate.Current(dev, schedulerAttr); s != "" {
+		x.current = s
+	}
+	if held {
+		x.gap()
+	}
+}
+
+// dropAdaptive forgets the disk's controller, if any.
+func (d *Daemon) dropAdaptive(name, why string) {
+	a := &d.adapt
+	a.mu.Lock()
+	x := a.disks[name]
+	if x != nil {
+		x.close()
+		delete(a.disks, name)
+	}
+	a.mu.Unlock()
+	if x != nil {
+		d.metrics.ForgetAdapt(name)
+		d.log.Info("adaptive: no longer following the disk", "device", name, "why", why)
+		d.markChanged()
+	}
+}
+
+// adaptState is the disk's adaptive state for the state file, nil when it
+// has none.
+func (d *Daemon) adaptState(name string) *statefile.AdaptState {
+	a := &d.adapt
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	x := a.disks[name]
+	if x == nil {
+		return nil
+	}
+	st := x.ctl.State()
+	out := &statefile.AdaptState{
+		Rule: x.rule, Sample: x.opt.Sample.String(), Window: x.opt.Window.String(),
+		Scheduler: x.want, BusyDepth: x.last.BusyDepth, Busy: x.last.Busy,
+		WindowDepth: st.Depth, WindowSeconds: st.Span.Seconds(),
+		Favoured: st.Favoured, Gain: st.Gain, Agreeing: st.Agreeing,
+		SwitchesToday: st.SwitchesToday, Held: st.Held,
+	}
+	if !st.AgreeingSince.IsZero() {
+		t := st.AgreeingSince
+		out.AgreeingSince = &t
+	}
+	if !st.LastSwitch.IsZero() {
+		out.LastSwitch = &statefile.Switch{At: st.LastSwitch, From: st.LastFrom, To: st.LastTo, Reason: st.LastReason}
+	}
+	if st.PinnedUntil.After(st.LastSwitch) && !st.PinnedUntil.IsZero() {
+		t := st.PinnedUntil
+		out.PinnedUntil = &t
+	}
+	return out
+}
+
+// ruleLabel is a setting's rule as the metrics count it: an adaptive
+// choice's reason, a new text at each switch, is left out, so that the
+// label's values stay bounded.
+func ruleLabel(rule string) string {
+	if i := strings.Index(rule, " (adapt: "); i >= 0 && strings.HasSuffix(rule, ")") {
+		return rule[:i] + " (adapt)"
+	}
+	return rule
+}
+
+// nextSample is when a disk sampled every interval is next due: on the
+// interval's multiples, so that every disk of one interval is sampled in
+// the same wakeup.
+func nextSample(now time.Time, interval time.Duration) time.Time {
+	return now.Truncate(interval).Add(interval)
+}
+
+// sampleAdaptive is the sampler task: it sleeps until the next disk is
+// due, samples every disk due then, and ends once no adaptive disk is
+// left (or the daemon stops).
+func (d *Daemon) sampleAdaptive(ctx context.Context) {
+	a := &d.adapt
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	defer func() {
+		a.mu.Lock()
+		for _, x := range a.disks {
+			x.close()
+		}
+		a.mu.Unlock()
+	}()
+	for {
+		a.mu.Lock()
+		var due time.Time
+		for _, x := range a.disks {
+			if due.IsZero() || x.next.Before(due) {
+				due = x.next
+			}
+		}
+		if due.IsZero() || ctx.Err() != nil {
+			a.sampling = false
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Unlock()
+		timer.Reset(time.Until(due))
+		select {
+		case <-timer.C:
+			d.sampleDue(time.Now())
+		case <-a.wake:
+			timer.Stop() // Reset above starts it again
+		case <-ctx.Done():
+			a.mu.Lock()
+			a.sampling = false
+			a.mu.Unlock()
+			return
+		}
+	}
+}
+
+// adaptAction is what a sample asks for once the lock is let go.
+type adaptAction struct {
+	name      string
+	point     observe.Point
+	dec       adapt.Decision
+	scheduler string
+	depth     float64 // the window's
+	news      bool
+}
+
+// sampleDue samples every disk due by now and carries out what the
+// controllers say: the switches, the log, the metrics, the state file.
+func (d *Daemon) sampleDue(now time.Time) {
+	a := &d.adapt
+	var acts []adaptAction
+	a.mu.Lock()
+	for name, x := range a.disks {
+		// A disk due within a few milliseconds is sampled now: the
+		// timer's slack must not cost a second wakeup.
+		if x.next.After(now.Add(5 * time.Millisecond)) {
+			continue
+		}
+		x.next = x.next.Add(x.opt.Sample)
+		if !x.next.After(now) { // late (the machine was suspended): skip
+			x.next = nextSample(now, x.opt.Sample)
+		}
+		if act, ok := d.sampleDisk(name, x); ok {
+			acts = append(acts, act)
+		}
+	}
+	a.mu.Unlock()
+	for _, act := range acts {
+		d.metrics.SetAdaptDepth(act.name, act.point.BusyDepth, act.depth)
+		if dec := act.dec; dec.Switch {
+			if dec.Revert {
+				d.log.Warn("adaptive: the guard rail switches back", "device", act.name, "from", dec.From, "to", dec.To, "reason", dec.Reason, "pinned_until", dec.PinnedUntil)
+			} else {
+				d.log.Info("adaptive: switching", "device", act.name, "from", dec.From, "to", dec.To, "reason", dec.Reason)
+			}
+			d.metrics.AdaptSwitched(dec.To, dec.Revert)
+			d.kick(act.name, settingsOnly, nil, nil)
+		}
+		if act.news {
+			d.markChanged()
+		}
+		if d.cfg.adaptSampled != nil {
+			d.cfg.adaptSampled(act.name, act.point, act.dec, act.scheduler)
+		}
+	}
+}
+
+// sampleDisk reads the disk's stat file and gives the controller the
+// operating point since the last sample. Called with the lock held (the
+// stat file is closed under it when the disk is dropped). False when there
+// is no point: the first sample, a gap, a read that failed.
+func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
+	// A probe measuring the disk makes its own load: no sample of it is
+	// the workload's, and none may switch the disk under the probe. The
+	// daemon's own is asked here; another process's (holding the disk's
+	// lock) below, of a busy disk.
+	if d.probes.holds(name) {
+		x.gap()
+		d.adapt.gaps.Add(1)
+		return adaptAction{}, false
+	}
+	if x.stat == nil {
+		st, err := observe.Open(observe.StatPath(d.fs.Root(), name))
+		if err != nil {
+			d.log.Debug("adaptive: the disk's stat file", "device", name, "error", err)
+			return adaptAction{}, false
+		}
+		x.stat = st
+	}
+	s, err := x.stat.Read()
+	if err != nil {
+		// Gone, most likely: its pass forgets it.
+		d.log.Debug("adaptive: reading the disk's stat file", "device", name, "error", err)
+		x.close()
+		x.gap()
+		return adaptAction{}, false
+	}
+	if !x.primed {
+		x.prev, x.primed = s, true
+		return adaptAction{}, false
+	}
+	p, err := observe.Between(x.prev, s)
+	x.prev = s
+	if err != nil {
+		x.ctl.Reset()
+		return adaptAction{}, false
+	}
+	// Another process's lock is asked about only when the disk was busy
+	// (its probe reads): an idle disk costs its one read.
+	if p.Busy >= adapt.IdleBusy && d.locks.Held(name) {
+		x.ctl.Reset()
+		d.adapt.gaps.Add(1)
+		return adaptAction{}, false
+	}
+	x.last = p
+	dec := x.ctl.Observe(adapt.SampleOf(p, x.current))
+	act := adaptAction{name: name, point: p, dec: dec, scheduler: x.current}
+	if dec.Switch {
+		// Taken as made (the controller's rule): the next sample is
+		// under To, and the pass just asked for writes it.
+		x.want, x.reason, x.current = dec.To, dec.Reason, dec.To
+	}
+	st := x.ctl.State()
+	act.depth = st.Depth
+	news := adaptNews{want: x.want, favoured: st.Favoured, agreeing: st.Agreeing, held: st.Held,
+		lastSwitch: st.LastSwitch, pinned: st.PinnedUntil, switches: st.SwitchesToday}
+	if st.Depth > 0 {
+		news.depthStep = 1 + int(math.Round(math.Log(st.Depth)/math.Log(1.1)))
+	}
+	act.news = news != x.shown
+	x.shown = news
+	return act, true
+}
+
+// gap forgets the last sample and the window: the next point would span
+// a time the disk was not the workload's (a probe held it), or not under
+// the scheduler it was reported under.
+func (x *adaptDisk) gap() {
+	x.primed = false
+	x.ctl.Reset()
+}
+
+func (x *adaptDisk) close() {
+	if x.stat != nil {
+		x.stat.Close()
+		x.stat = nil
+	}
+	x.primed = false
+}

@@ -1,0 +1,225 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iosched/iosched/internal/disklock"
+	"github.com/iosched/iosched/internal/eventually"
+	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/internal/sysfs"
+	"github.com/iosched/iosched/internal/ueventtest"
+)
+
+// This package's loop numbers (see internal/looptest): 20000-23999. Every test
+// policy matches only loop2[0-3]NNN, so a daemon running against the real
+// /sys never changes another device.
+const (
+	loopBase  = 20000
+	loopGlob  = `loop2[0-3][0-9][0-9][0-9]`
+	loopLimit = 24000
+)
+
+// testPolicy is a policy that sets mq-deadline and nr_requests on this
+// package's loops only, followed by extra TOML.
+func testPolicy(extra string) string {
+	return fmt.Sprintf(`
+[[rule]]
+name = "daemon test loops"
+[rule.match]
+name = [%q]
+[rule.set]
+scheduler = "mq-deadline"
+nr_requests = 64
+%s`, loopGlob, extra)
+}
+
+func writeFile(t testing.TB, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// running is a daemon started in the test process.
+type running struct {
+	d          *Daemon
+	log        *ueventtest.LogBuffer
+	signals    chan os.Signal
+	cancel     context.CancelFunc
+	done       chan error
+	policy     string
+	runtimeDir string
+	stateDir   string
+	lockFile   string
+}
+
+// start runs a daemon with policyText until the test ends, and returns
+// once it is ready (the first scan done).
+func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
+	t.Helper()
+	dir := t.TempDir()
+	r := &running{
+		log:        &ueventtest.LogBuffer{},
+		signals:    make(chan os.Signal, 4),
+		done:       make(chan error, 1),
+		policy:     filepath.Join(dir, "policy.toml"),
+		runtimeDir: filepath.Join(dir, "run"),
+		stateDir:   filepath.Join(dir, "state"),
+		lockFile:   filepath.Join(dir, "lock", "disks.lock"),
+	}
+	writeFile(t, r.policy, policyText)
+	cfg := Config{
+		PolicyPath: r.policy,
+		RuntimeDir: r.runtimeDir,
+		StateDir:   r.stateDir,
+		LockFile:   r.lockFile,
+		Logger:     slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Signals:    r.signals,
+		// The tests that reload send SIGHUP after each edit; the ones
+		// about following the files turn it on.
+		NoPolicyFollow: true,
+	}
+	for _, m := range modify {
+		m(&cfg)
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.d = d
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		r.stop(t)
+		if t.Failed() {
+			t.Logf("daemon log (debug lines left out):\n%s", tail(r.log.Without("level=DEBUG"), 60))
+		}
+	})
+	waitFor(t, 30*time.Second, "the daemon to be ready", func() bool {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			t.Fatalf("daemon stopped: %v\n%s", err, r.log.String())
+		default:
+		}
+		return len(r.log.Lines("msg=ready")) > 0
+	})
+	return r
+}
+
+// stop stops the daemon (once) and returns Run's error.
+func (r *running) stop(t testing.TB) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon did not stop within 30 s")
+		return nil
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitFor is eventually.True, by the name this package's tests know it.
+var waitFor = eventually.True
+
+// loops creates loop devices first..first+n-1 of this package's range and
+// removes them, in parallel, when the test ends.
+func loops(t testing.TB, first, n int) []string {
+	t.Helper()
+	if first < loopBase || first+n > loopLimit {
+		t.Fatalf("loops %d..%d are outside this package's range", first, first+n-1)
+	}
+	names := make([]string, n)
+	t.Cleanup(func() { removeLoops(t, first, n) })
+	for i := range n {
+		if err := looptest.AddRaw(first + i); err != nil {
+			t.Fatalf("LOOP_CTL_ADD %d: %v", first+i, err)
+		}
+		names[i] = looptest.Name(first + i)
+	}
+	return names
+}
+
+func removeLoops(t testing.TB, first, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		if _, err := os.Stat("/sys/block/" + looptest.Name(first+i)); err != nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(n int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := looptest.RemoveRaw(n); err != nil {
+				t.Errorf("LOOP_CTL_REMOVE %d: %v", n, err)
+			}
+		}(first + i)
+	}
+	wg.Wait()
+}
+
+// converged reports which of names do not (yet) have mq-deadline and
+// nr_requests 64.
+func notConverged(t testing.TB, names []string) []string {
+	t.Helper()
+	fs, err := sysfs.NewFS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		s, err1 := fs.ReadQueueAttr(n, "scheduler")
+		r, err2 := fs.ReadQueueAttr(n, "nr_requests")
+		if err1 != nil || err2 != nil || s != "mq-deadline" || r != "64" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func waitConverged(t testing.TB, names []string, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	left := names
+	waitFor(t, timeout, "every loop device to converge", func() bool {
+		left = notConverged(t, left)
+		return len(left) == 0
+	})
+	return time.Since(start)
+}
+
+func requireLoops(t *testing.T) {
+	t.Helper()
+	looptest.Require(t)
+}
+
+// otherProcessLocks is the daemon's lock file as another process (a CLI
+// probe, apply) sees it: its own open file, whose locks the daemon's
+// exclude.
+func (r *running) otherProcessLocks(t testing.TB) *disklock.Locks {
+	l := disklock.New(r.lockFile)
+	t.Cleanup(l.Close)
+	return l
+}

@@ -1,0 +1,491 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/iosched/iosched/internal/apply"
+	"github.com/iosched/iosched/internal/disklock"
+	"github.com/iosched/iosched/internal/pipeline"
+	"github.com/iosched/iosched/internal/plan"
+	"github.com/iosched/iosched/internal/policy"
+	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/internal/sysfs"
+	"github.com/iosched/iosched/internal/tasks"
+	"github.com/iosched/iosched/internal/uevent"
+)
+
+// disk is what the daemon remembers of one disk between passes, a few
+// hundred bytes. Only the disk's own pass writes it (the queue never runs
+// two at once); the state writer reads state under Daemon.mu.
+type disk struct {
+	// snap holds the facts as last read, and only the values of the
+	// attributes the policy sets.
+	snap *sysfs.Device
+	// facts are those snap was read with: the policy's needs then.
+	facts sysfs.Facts
+	props map[string]string // udev properties from the last uevent
+	state statefile.DiskState
+	// refused are the writes the kernel refused, by attribute: not
+	// retried before their Retry time unless the value changes.
+	refused map[string]*refusal
+}
+
+// refusal is a write the kernel refused, and how long the daemon waits
+// before trying it again.
+type refusal struct {
+	statefile.Refusal
+	backoff time.Duration
+}
+
+// settled reports whether the last pass left attr at value, as the policy
+// wanted: finding it changed later is drift.
+func (rec *disk) settled(attr, value string) bool {
+	for _, a := range rec.state.Settings {
+		if a.Attribute == attr {
+			return a.Want == "" && a.Value == value
+		}
+	}
+	return false
+}
+
+// pass brings one disk to its policy: read it, evaluate the policy, plan,
+// apply, remember. A disk that needs nothing costs its reads and no log.
+func (d *Daemon) pass(name string, j job) {
+	defer func() {
+		// A bug met on one disk must not take the others down with it.
+		if v := recover(); v != nil {
+			d.log.Error("internal error; the disk is skipped until its next event", "device", name, "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	d.passes.Add(1)
+	if j.kind == removal {
+		if d.gone(name) {
+			d.forget(name)
+			return
+		}
+		j.kind = full // still there: a full pass tells whether it is the same disk
+	}
+	if d.probes.holds(name) {
+		return // its probe switches the scheduler; a pass follows it
+	}
+	pol := d.policy.Load()
+	rec := d.record(name)
+	dev, ev, diskDir, err := d.observe(pol, name, rec, j)
+	if diskDir != nil {
+		defer diskDir.Close()
+	}
+	if err != nil {
+		if sysfs.Gone(err) {
+			d.forget(name)
+			return
+		}
+		d.noteError(name, rec, err.Error())
+		return
+	}
+	if d.stopping.Load() {
+		return // a stop abandons what has not started writing (ev may be cut short)
+	}
+	a := d.pipe.Plan(dev, ev, d.adaptDecision(pol, dev, d.probeDecision(pol, dev, ev)))
+	ev, p := a.Eval, a.Plan
+	// A pass udevd's processed event asked for retries what was held: a
+	// value not kept before may have been a udev rule's write racing ours,
+	// not the kernel's refusal, and udevd is done with the disk now.
+	if rec.refused != nil && !j.afterUdev {
+		p.Changes = d.holdRefused(rec, p.Changes)
+	}
+	if pol.Daemon.RestoreOnExit && d.orig.Suspects() {
+		d.notePersistence(d.orig.MarkUnknown(dev, ev, p, d.log))
+	}
+	res := apply.Result{Device: name}
+	if !p.Empty() && !d.leaveToUdevd(dev, p, j) {
+		if d.stopping.Load() {
+			return // a stop abandons what has not started writing
+		}
+		if d.probes.holds(name) {
+			return // the daemon's probe is switching its scheduler
+		}
+		applier := d.applier
+		if diskDir != nil {
+			applier.FS = diskDir // written where it was read
+		}
+		var remember func()
+		if pol.Daemon.RestoreOnExit {
+			// Under the disk's lock: no probe's candidate is taken
+			// for the disk's original.
+			remember = func() {
+				err := d.orig.Remember(dev, p.Changes)
+				if err != nil {
+					d.log.Error("remembering original values; restore_on_exit may not restore them", "device", name, "error", err)
+				}
+				d.notePersistence(err)
+			}
+		}
+		// The disk's lock is taken after the check above, so no probe
+		// starts between it and the writes.
+		var err error
+		res, err = d.pipe.Write(d.passCtx, d.locks, applier, p, remember)
+		switch {
+		case disklock.IsBusy(err):
+			d.noteHeld(name, rec, err) // another process probes it (or writes its settings)
+			d.adaptPassed(name, dev, true)
+			return
+		case err != nil:
+			d.log.Warn("not written this pass: the disk's lock cannot be taken", "device", name, "error", err)
+			return
+		}
+		d.writes.Add(int64(res.Writes))
+		if res.Gone {
+			d.forget(name)
+			return
+		}
+		repeated := d.noteRefusals(rec, res)
+		d.logOutcomes(dev, rec, res, j.afterUdev, repeated)
+		settle(dev, res)
+	}
+	d.adaptPassed(name, dev, false)
+	d.noteDisk(name, rec, dev, ev, p, res)
+	rec.snap = trim(dev, ev)
+	if !j.received.IsZero() {
+		d.metrics.Applied(j.received)
+	}
+}
+
+// observe reads what the pass needs. A settingsOnly pass re-reads only the
+// attributes the policy sets, a handful of small files, so a reconcile of
+// 1000 disks costs milliseconds; a full one opens the disk's directory and
+// reads the facts the policy tests, and returns the directory still open
+// for the writes (the caller closes it). A settingsOnly pass is full too when the
+// policy (reloaded) tests a fact the snapshot was not read with, or NOWAIT,
+// never tested on this disk.
+func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sysfs.Device, policy.Evaluation, *sysfs.Disk, error) {
+	sc := pipeline.Needs(pol)
+	if j.props != nil {
+		rec.props = j.props
+	}
+	if j.kind == settingsOnly && rec.snap != nil && sc.Facts&^rec.facts == 0 && (!sc.NoWait || pipeline.NoWaitTested(rec.snap)) {
+		dev := rec.snap // this pass's own: updated in place
+		dev.Properties = rec.props
+		ev := d.pipe.EvaluatePolicy(pol, dev)
+		// A probing rule sets the scheduler by its decision (or an
+		// adaptive choice) even when its [rule.set] does not.
+		probed, _ := pol.ProbeFor(dev)
+		err := d.refresh(dev, ev, probed != nil)
+		if err == nil || sysfs.Gone(err) {
+			return dev, ev, nil, err
+		}
+		// Something unexpected: read the disk afresh.
+	}
+	diskDir, err := d.fs.OpenDiskToWrite(name, j.devpath)
+	if err != nil {
+		return nil, policy.Evaluation{}, nil, err
+	}
+	handed := false
+	defer func() {
+		if !handed { // an error, or a panic pass recovers from
+			diskDir.Close()
+		}
+	}()
+	// NOWAIT is a driver property: the snapshot's answer is kept for the
+	// same disk (pipeline.Read), and tested only when a rule tests it, as
+	// the test opens the device node, which costs more than the rest of a
+	// pass.
+	dev, err := d.pipe.Read(diskDir, sc, j.ident, rec.snap)
+	if err != nil {
+		return nil, policy.Evaluation{}, nil, err
+	}
+	if rec.snap != nil && (rec.snap.MajorMinor != dev.MajorMinor || rec.snap.DiskSeq != dev.DiskSeq) {
+		// Another disk under the same name: its removal and arrival
+		// were among events lost (this is the rescan after).
+		d.renew(name, rec, j.props)
+	}
+	rec.facts = sc.Facts
+	if rec.props == nil && d.udev {
+		// No event brought them (the first scan, a rescan): udevd's
+		// database has what its last event said.
+		rec.props = uevent.UdevProperties(d.cfg.UdevDataDir, dev.MajorMinor)
+	}
+	dev.Properties = rec.props
+	ev := d.pipe.EvaluatePolicy(pol, dev)
+	handed = true
+	return dev, ev, diskDir, nil
+}
+
+// refresh re-reads into dev the attributes ev sets, and the scheduler when
+// a probe decides it (probed). Facts stay as last read: they change only
+// with a uevent, which brings a full pass.
+func (d *Daemon) refresh(dev *sysfs.Device, ev policy.Evaluation, probed bool) error {
+	sched := probed
+	for _, s := range ev.Settings {
+		sched = sched || sysfs.Attr(s.Attribute).Kind() == sysfs.KindScheduler
+	}
+	if sched && dev.Scheduler != nil {
+		active, offered, err := d.fs.ReadScheduler(dev.Name)
+		if err != nil {
+			return d.readError(dev.Name, err)
+		}
+		dev.SetValue(sysfs.Attr(schedulerAttr), active) // a switch drops the old scheduler's parameters
+		dev.Schedulers = offered
+	}
+	for _, s := range ev.Settings {
+		attr := sysfs.Attr(s.Attribute)
+		if attr.Kind() == sysfs.KindScheduler {
+			continue
+		}
+		v, err := d.fs.ReadQueueAttr(dev.Name, s.Attribute)
+		switch {
+		case err == nil:
+			dev.SetValue(attr, v)
+		case errors.Is(err, fs.ErrNotExist) && d.fs.Exists(dev.Name):
+			dev.DeleteValue(attr) // hidden on this queue, or not this scheduler's
+		default:
+			return d.readError(dev.Name, err)
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) readError(name string, err error) error {
+	if sysfs.Gone(err) && !d.fs.Exists(name) {
+		return fmt.Errorf("%w: %s", sysfs.ErrNoDevice, name)
+	}
+	return err
+}
+
+// settle records in dev the values apply found or left.
+func settle(dev *sysfs.Device, res apply.Result) {
+	for _, o := range res.Outcomes {
+		v := o.Before
+		if o.Status == apply.Written || o.Status == apply.Mismatch {
+			v = o.Got
+		}
+		if v != "" {
+			dev.SetValue(sysfs.Attr(o.Attribute), v)
+		}
+	}
+}
+
+// trim keeps in dev only the values of the attributes ev sets: a later
+// verify pass re-reads those (and any a new policy sets), so the rest would
+// only cost memory, about a kilobyte a disk.
+func trim(dev *sysfs.Device, ev policy.Evaluation) *sysfs.Device {
+	attrs := make([]sysfs.Attr, len(ev.Settings))
+	for i, s := range ev.Settings {
+		attrs[i] = sysfs.Attr(s.Attribute)
+	}
+	dev.KeepValues(attrs)
+	return dev
+}
+
+// logOutcomes logs one line per change made, and each failure once: a
+// failure in repeated (the same refusal as last time) is a debug line.
+// afterUdev: the pass was asked for by udevd's processed event.
+func (d *Daemon) logOutcomes(dev *sysfs.Device, rec *disk, res apply.Result, afterUdev bool, repeated map[string]bool) {
+	for _, o := range res.Outcomes {
+		attrs := []any{"device", dev.Name, "attribute", o.Attribute, "from", o.Before, "to", o.To, "rule", o.Rule}
+		switch o.Status {
+		case apply.Written:
+			drift := rec.settled(o.Attribute, o.To)
+			switch {
+			case afterUdev && d.logUdevOverride(dev, o, drift, attrs):
+				drift = true
+			case drift:
+				d.log.Warn("drift repaired", attrs...)
+			default:
+				d.log.Info("set", attrs...)
+			}
+			d.noteChange(statefile.Change{At: time.Now(), Device: dev.Name, Attribute: o.Attribute, From: o.Before, To: o.To, Rule: o.Rule, Drift: drift})
+			d.metrics.Changed(o.Attribute, ruleLabel(o.Rule), drift)
+		case apply.Mismatch:
+			d.metrics.ApplyFailed(o.Attribute)
+			switch {
+			case repeated[o.Attribute]:
+				d.log.Debug("the kernel kept another value again", append(attrs, "got", o.Got)...)
+			case !d.logUdevRace(dev, o, attrs):
+				d.log.Warn("the kernel kept another value", append(attrs, "got", o.Got)...)
+			}
+		case apply.Failed:
+			d.metrics.ApplyFailed(o.Attribute)
+			if repeated[o.Attribute] {
+				d.log.Debug("write refused again", append(attrs, "error", o.Err)...)
+			} else {
+				d.log.Error("write failed", append(attrs, "error", o.Err)...)
+			}
+		}
+	}
+}
+
+// Refused writes are retried after refusalBackoff, then twice as long after
+// each refusal, up to maxRefusalBackoff: a value the kernel rejects (an
+// nr_requests above what the driver allows, EINVAL) would otherwise be
+// written, and logged, on every reconcile.
+const (
+	refusalBackoff    = time.Minute
+	maxRefusalBackoff = time.Hour
+)
+
+// holdRefused drops the changes that write a value the kernel refused,
+// until their retry time.
+func (d *Daemon) holdRefused(rec *disk, changes []plan.Change) []plan.Change {
+	now := time.Now()
+	return slices.DeleteFunc(changes, func(c plan.Change) bool {
+		r := rec.refused[c.Attribute]
+		return r != nil && r.Value == c.To && now.Before(r.Retry)
+	})
+}
+
+// noteRefusals records the writes res shows refused (failed, or not kept)
+// with their next retry time, forgets those that worked, and returns the
+// attributes refused as before (same value, same error): not news.
+func (d *Daemon) noteRefusals(rec *disk, res apply.Result) map[string]bool {
+	var repeated map[string]bool
+	now := time.Now()
+	for _, o := range res.Outcomes {
+		switch o.Status {
+		case apply.Failed, apply.Mismatch:
+			msg := fmt.Sprint(o.Err)
+			if o.Status == apply.Mismatch {
+				msg = "the kernel kept " + o.Got
+			}
+			old := rec.refused[o.Attribute]
+			if old != nil && old.Value == o.To && old.Error == msg {
+				if repeated == nil {
+					repeated = map[string]bool{}
+				}
+				repeated[o.Attribute] = true
+				old.backoff = min(2*old.backoff, maxRefusalBackoff)
+				old.Retry = now.Add(old.backoff)
+				continue
+			}
+			if rec.refused == nil {
+				rec.refused = map[string]*refusal{}
+			}
+			rec.refused[o.Attribute] = &refusal{
+				Refusal: statefile.Refusal{Attribute: o.Attribute, Value: o.To, Error: msg, Since: now, Retry: now.Add(refusalBackoff)},
+				backoff: refusalBackoff,
+			}
+		default:
+			delete(rec.refused, o.Attribute)
+		}
+	}
+	return repeated
+}
+
+// gone reports whether sysfs says the disk is gone: its directory is, or its
+// queue directory, which the kernel removes before it sends the disk's
+// "remove" uevent (block/genhd.c, del_gendisk: blk_unregister_queue comes
+// before device_del).
+func (d *Daemon) gone(name string) bool {
+	if !d.fs.Exists(name) {
+		return true
+	}
+	_, err := d.fs.ReadQueueAttr(name, "scheduler")
+	return err != nil && sysfs.Gone(err)
+}
+
+// record returns the disk's memory, creating it on first sight.
+func (d *Daemon) record(name string) *disk {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rec := d.disks[name]
+	if rec == nil {
+		rec = &disk{}
+		d.disks[name] = rec
+	}
+	return rec
+}
+
+// renew forgets what rec remembers of the disk that had its name before:
+// what it settled (or the new disk's first writes would be logged as
+// drift), its snapshot, its original values, and its udev properties unless
+// props (this pass's event's) are the new disk's.
+func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
+	d.mu.Lock()
+	rec.state = statefile.DiskState{}
+	d.mu.Unlock()
+	rec.snap, rec.props, rec.refused = nil, props, nil
+	d.probes.cancel(name)
+	d.metrics.ForgetProbe(name)
+	d.dropAdaptive(name, "another disk has its name")
+	if d.orig != nil {
+		d.orig.Forget(name)
+	}
+	d.log.Debug("another disk under the same name", "device", name)
+}
+
+// forget drops a disk that went away.
+func (d *Daemon) forget(name string) {
+	d.mu.Lock()
+	_, known := d.disks[name]
+	delete(d.disks, name)
+	d.mu.Unlock()
+	d.probes.cancel(name)
+	d.metrics.ForgetProbe(name)
+	d.dropAdaptive(name, "it went away")
+	if d.orig != nil {
+		d.orig.Forget(name)
+	}
+	if known {
+		d.log.Debug("disk removed", "device", name)
+		d.markChanged()
+	}
+}
+
+// knownNames lists the disks the daemon remembers.
+func (d *Daemon) knownNames() map[string]bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]bool, len(d.disks))
+	for n := range d.disks {
+		out[n] = true
+	}
+	return out
+}
+
+// scanResult is one pass over every disk.
+type scanResult struct {
+	reason string
+	// reloads is loop.reloads when the scan started: it re-planned every
+	// disk under the policies taken by those reloads.
+	reloads int
+	disks   int
+	writes  int64
+	took    time.Duration
+}
+
+// scan passes over every disk listed in sysfs and every disk remembered (one
+// removed while events were lost is found gone and forgotten), in parallel,
+// and returns once all those passes are done. A disk never seen gets a full
+// pass whatever kind is asked.
+func (d *Daemon) scan(kind passKind, reason string) scanResult {
+	start := time.Now()
+	d.metrics.Rescan(rescanReason(reason))
+	writes := d.writes.Load()
+	names, err := d.fs.Disks()
+	if err != nil {
+		d.log.Error("listing disks", "error", err)
+	}
+	known := d.knownNames()
+	wg := new(tasks.Barrier)
+	for _, n := range names {
+		k := kind
+		if !known[n] {
+			k = full
+		}
+		delete(known, n)
+		d.kick(n, k, nil, wg)
+	}
+	for n := range known {
+		d.kick(n, full, nil, wg)
+	}
+	if !wg.WaitFor(d.cfg.ScanTimeout) {
+		// The disks still busy get their pass when their write returns;
+		// the scan (and the READY, reload and rescans behind it) goes on.
+		d.log.Warn("scan: some disks are still being written after the scan timeout; going on without them", "reason", reason, "timeout", d.cfg.ScanTimeout, "busy", d.queue.Busy())
+	}
+	return scanResult{reason: reason, disks: len(names), writes: d.writes.Load() - writes, took: time.Since(start)}
+}

@@ -1,0 +1,544 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iosched/iosched/internal/pipeline"
+	"github.com/iosched/iosched/internal/policy"
+	"github.com/iosched/iosched/internal/probe"
+	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/internal/sysfs"
+)
+
+// This file runs the probes [rule.probe] asks for. A disk a probing rule
+// matches gets the rest of the rule's settings at once, its [rule.set]
+// scheduler as the interim value; its probe runs later on a goroutine of its
+// own (never in a pass, so no other disk waits for it), and the winner is
+// then set by an ordinary pass, with the probe's provenance as its rule. A
+// remembered or seeded decision is used without probing.
+//
+// A probe switches the disk's scheduler back and forth, so while one runs
+// the daemon writes nothing to that disk: its passes are skipped. Two
+// scheduler switches at once on one queue must never happen: on kernel
+// 6.18.44 they oopsed it (general protection fault in blk_mq_free_rqs; see
+// contrib/bench/README.md, "Two scheduler switches at once on one queue
+// oops this kernel").
+
+const schedulerAttr = "scheduler"
+
+// probeRetry is how long a probe waits after finding its disk busy.
+const probeRetry = time.Minute
+
+// probes is the daemon's probe book-keeping, under its own mutex (taken
+// after Daemon.mu, never before).
+type probes struct {
+	mu    sync.Mutex
+	disks map[string]*diskProbe
+	// slots bounds the probes running at once (probe_concurrency); a
+	// reload that changes it makes a new one (and cancels every probe:
+	// they release the old).
+	slots semaphore
+	// measuring holds, by disk, the probe switching its scheduler, one at
+	// most: a channel closed once it has restored what it changed. It
+	// outlives a reset, as a cancelled probe is still restoring.
+	measuring map[string]chan struct{}
+	spent     time.Duration // probe time since the start, against probe_budget
+	// retry is probeRetry; tests shorten it.
+	retry time.Duration
+}
+
+// diskProbe is one disk's probe: its decision, or the probe it waits for.
+type diskProbe struct {
+	state  statefile.ProbeState
+	report *probe.Report // the decision, once there is one
+	cancel context.CancelFunc
+	// run is its probe while queued or running, nil once it has ended.
+	run *probeRun
+}
+
+func (p *probes) init(concurrency int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.disks = map[string]*diskProbe{}
+	p.slots = newSemaphore(concurrency)
+	if p.measuring == nil {
+		p.measuring = map[string]chan struct{}{}
+	}
+	if p.retry == 0 {
+		p.retry = probeRetry
+	}
+}
+
+// holds reports whether a probe of the daemon's runs on the disk.
+func (p *probes) holds(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.measuring[name] != nil
+}
+
+// startMeasuring marks the disk as being probed, once no other probe of it
+// (one cancelled, still restoring) is; false when ctx ends first.
+func (p *probes) startMeasuring(ctx context.Context, name string) bool {
+	for {
+		p.mu.Lock()
+		other := p.measuring[name]
+		if other == nil {
+			p.measuring[name] = make(chan struct{})
+			p.mu.Unlock()
+			return true
+		}
+		p.mu.Unlock()
+		select {
+		case <-other:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (p *probes) endMeasuring(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.measuring[name])
+	delete(p.measuring, name)
+}
+
+// state is the disk's probe for the state file, nil when none.
+func (p *probes) state(name string) *statefile.ProbeState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	dp := p.disks[name]
+	if dp == nil {
+		return nil
+	}
+	s := dp.state
+	return &s
+}
+
+// cancel ends the disk's probe, if any, and forgets its decision: the disk
+// went away, or another has its name.
+func (p *probes) cancel(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if dp := p.disks[name]; dp != nil {
+		if dp.cancel != nil {
+			dp.cancel()
+		}
+		delete(p.disks, name)
+	}
+}
+
+// reset cancels every probe and forgets every decision (a reload: the
+// rules may have changed; the re-plan looks the decisions up again).
+func (p *probes) reset(concurrency int) {
+	p.mu.Lock()
+	for _, dp := range p.disks {
+		if dp.cancel != nil {
+			dp.cancel()
+		}
+	}
+	p.mu.Unlock()
+	p.init(concurrency)
+}
+
+// reload takes a new policy. A probe queued or running goes on when pol
+// gives its disk the same probe: the same rule, [rule.probe],
+// probe_results and probe_concurrency (a reload that changes only other
+// settings must not start a probe of minutes over). Every other probe is
+// cancelled, and every decision forgotten: the re-plan looks them up again.
+func (p *probes) reload(pol *policy.Policy) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sameSlots := cap(p.slots) == max(pol.Daemon.ProbeConcurrency, 1)
+	kept := map[string]*diskProbe{}
+	for name, dp := range p.disks {
+		if dp.run != nil && sameSlots && dp.run.stillHolds(pol) {
+			kept[name] = dp
+			continue
+		}
+		if dp.cancel != nil {
+			dp.cancel()
+		}
+	}
+	p.disks = kept
+	if !sameSlots {
+		p.slots = newSemaphore(pol.Daemon.ProbeConcurrency)
+	}
+}
+
+// ended notes that the disk's probe is over: a reload no longer keeps it.
+func (p *probes) ended(dp *diskProbe) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	dp.run = nil
+}
+
+// probeTask names a probe's goroutine among the daemon's tasks: "probe
+// DISK".
+const probeTask = "probe "
+
+func isProbeTask(name string) bool { return strings.HasPrefix(name, probeTask) }
+
+// cancelAll cancels every probe: each restores what it changed, and its
+// task ends.
+func (p *probes) cancelAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, dp := range p.disks {
+		if dp.cancel != nil {
+			dp.cancel()
+		}
+	}
+}
+
+// recoverProbes puts back the settings of probes a killed process left
+// half done, before the first pass reads the disks.
+func (d *Daemon) recoverProbes() {
+	recovered, err := probe.RecoverInterrupted(d.cfg.StateDir, d.locks, d.fs)
+	if err != nil {
+		d.log.Error("restoring the settings of interrupted probes", "error", err)
+	}
+	for _, r := range recovered {
+		switch {
+		case r.Err != nil:
+			d.log.Error("restoring an interrupted probe's settings", "device", r.Device, "error", r.Err)
+		case r.Restored:
+			d.log.Warn("an interrupted probe's settings restored", "device", r.Device)
+		case r.Aside != "":
+			d.log.Warn("an interrupted probe's record is unreadable; moved aside", "device", r.Device, "note", r.Note)
+		default:
+			d.log.Info("an interrupted probe's record dropped", "device", r.Device, "note", r.Note)
+		}
+	}
+}
+
+func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
+	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Locks: d.locks, Store: probe.OpenStore(d.cfg.StateDir, pol.Daemon.ProbeResults),
+		Procs: d.procs.Raise, InFlight: d.inFlight}
+}
+
+// probeDecision is the disk's probe decision, for its scheduler setting. A
+// disk a probing rule matches that has no decision yet is looked up in the
+// remembered and seeded results (once), and without one its probe is
+// queued: the decision is pending, ev's settings the interim ones.
+func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.Evaluation) pipeline.ProbeDecision {
+	pr, rule := pol.ProbeFor(dev)
+	if pr == nil || dev.Scheduler == nil {
+		d.probes.cancel(dev.Name) // no longer probed (its facts changed)
+		return pipeline.ProbeDecision{}
+	}
+	name := dev.Name
+	d.probes.mu.Lock()
+	dp := d.probes.disks[name]
+	d.probes.mu.Unlock()
+	if dp == nil {
+		dp = d.lookUpProbe(pol, dev, rule, pr, ev)
+	}
+	d.probes.mu.Lock()
+	rep := dp.report
+	d.probes.mu.Unlock()
+	return pipeline.ProbeDecision{Rule: rule, Probe: pr, Report: rep}
+}
+
+// lookUpProbe finds the disk's remembered or seeded decision
+// (pipeline.LookUpProbe, which reads the disk whole: once per disk and
+// policy), else queues its probe.
+func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string, pr *policy.Probe, ev policy.Evaluation) *diskProbe {
+	name := dev.Name
+	dp := &diskProbe{state: statefile.ProbeState{Rule: rule, Status: "pending", Since: time.Now()}}
+	for _, s := range ev.Settings {
+		if s.Attribute == schedulerAttr {
+			dp.state.Interim = strings.Join(s.Values, " ")
+		}
+	}
+	opts := probe.FromPolicy(pr)
+	runner := d.probeRunner(pol)
+	dec, err := d.pipe.LookUpProbe(pol, dev)
+	if rep := dec.Report; rep != nil {
+		dp.report = rep
+		dp.state.Status, dp.state.Winner, dp.state.Provenance, dp.state.From = "decided", rep.Winner, rep.Provenance, rep.From
+		d.recordProbe(name, rep)
+		d.log.Info("probe decision reused", "device", name, "rule", rule, "winner", rep.Winner, "provenance", rep.Provenance, "from", rep.From)
+	}
+	if err != nil {
+		d.log.Warn("looking up remembered probe results", "device", name, "error", err)
+	}
+	// This is the disk's pass, before its writes: the probe starts only
+	// once the pass has returned, so the interim settings are written
+	// first (a probe measuring the disk would make the pass skip them).
+	passOver := d.queue.PassOver(name)
+	d.probes.mu.Lock()
+	if old := d.probes.disks[name]; old != nil {
+		d.probes.mu.Unlock()
+		return old // another pass of the disk got there first (cannot: one pass a disk at a time; kept safe)
+	}
+	d.probes.disks[name] = dp
+	queued := dp.report == nil && !d.stopping.Load()
+	if queued {
+		ctx, cancel := context.WithCancel(d.passCtx)
+		dp.cancel = cancel
+		facts := *dev // the pass goes on with dev: the values are copied
+		facts.Tunables, facts.IOSched = maps.Clone(dev.Tunables), maps.Clone(dev.IOSched)
+		dp.run = &probeRun{
+			d: d, ctx: ctx, dp: dp, name: name, rule: rule, probe: pr, opts: opts, runner: runner,
+			slots: d.probes.slots, results: pol.Daemon.ProbeResults, facts: &facts,
+		}
+		d.tasks.Do(probeTask+name, func(context.Context) { dp.run.run(passOver) })
+	}
+	d.probes.mu.Unlock()
+	if queued {
+		d.log.Info("probe queued; interim settings applied", "device", name, "rule", rule, "interim", dp.state.Interim, "budget", opts.Budget())
+		d.probeStep(name, "queued")
+	}
+	d.markChanged()
+	return dp
+}
+
+// probeStep tells a test's Config.probeStep where a probe of the disk is.
+func (d *Daemon) probeStep(name, step string) {
+	if d.cfg.probeStep != nil {
+		d.cfg.probeStep(name, step)
+	}
+}
+
+// probeRun is one queued probe of a disk: what it was queued for, and
+// where it reports.
+type probeRun struct {
+	d      *Daemon
+	ctx    context.Context // ends on a reload that changes it, the disk's removal, or a stop
+	dp     *diskProbe
+	name   string
+	rule   string
+	probe  *policy.Probe
+	opts   probe.Options
+	runner *probe.Runner
+	slots  semaphore
+	// results are the probe_results it was queued with (its runner's
+	// seeds), facts the disk as the pass that queued it read it: what a
+	// reload tests to tell whether the probe still holds.
+	results []string
+	facts   *sysfs.Device
+}
+
+// stillHolds reports whether pol gives the disk the probe r was queued for.
+func (r *probeRun) stillHolds(pol *policy.Policy) bool {
+	pr, rule := pol.ProbeFor(r.facts)
+	return pr != nil && rule == r.rule && reflect.DeepEqual(*pr, *r.probe) && slices.Equal(pol.Daemon.ProbeResults, r.results)
+}
+
+// run probes the disk once the pass that queued it is over (passOver),
+// again after probeRetry while the disk is busy, remembers the result, and
+// has a pass apply the winner. When ctx ends the probe restores what it
+// changed.
+func (r *probeRun) run(passOver <-chan struct{}) {
+	defer r.d.probes.ended(r.dp)
+	r.d.probeStep(r.name, "waiting for the pass")
+	select {
+	case <-passOver:
+	case <-r.ctx.Done():
+		return
+	}
+	for r.attempt() {
+		select {
+		case <-time.After(r.d.probes.retry):
+		case <-r.ctx.Done():
+			return
+		}
+	}
+}
+
+// attempt probes the disk once; it reports whether to try again later
+// (the disk was busy). The slot is given back after the outcome is logged.
+func (r *probeRun) attempt() (again bool) {
+	release, ok := r.acquire()
+	if !ok {
+		return false
+	}
+	defer release()
+	rep, took, err := r.measure()
+	return r.record(rep, took, err)
+}
+
+// acquire takes a slot (probe_concurrency), checks the budget, and takes
+// the disk from the passes: once it returns true they skip the disk, and
+// none is writing it. It returns the slot's release.
+func (r *probeRun) acquire() (release func(), ok bool) {
+	d := r.d
+	if !r.slots.acquire(r.ctx) {
+		return nil, false
+	}
+	defer func() {
+		if !ok {
+			r.slots.release()
+		}
+	}()
+	budget := d.policy.Load().Daemon.ProbeBudget
+	need := r.opts.Budget()
+	d.probes.mu.Lock()
+	over := budget > 0 && d.probes.spent+need > budget
+	spent := d.probes.spent
+	d.probes.mu.Unlock()
+	if over {
+		if r.update(func() { r.dp.state.Status = "budget" }) {
+			d.log.Warn("probe_budget spent; the interim settings stay", "device", r.name, "rule", r.rule, "spent", spent, "needs", need, "budget", budget)
+		}
+		return nil, false
+	}
+	if !d.probes.startMeasuring(r.ctx, r.name) {
+		return nil, false
+	}
+	if !r.update(func() { r.dp.state.Status = "running" }) {
+		d.probes.endMeasuring(r.name)
+		return nil, false
+	}
+	d.probeStep(r.name, "measuring")
+	// Passes now skip the disk; one that started before may be writing
+	// it.
+	select {
+	case <-d.queue.PassOver(r.name):
+	case <-r.ctx.Done():
+	}
+	if r.ctx.Err() != nil {
+		// Stopped while a pass may still be writing the disk: probing
+		// now could switch its scheduler at the same time.
+		d.probes.endMeasuring(r.name)
+		d.log.Info("probe cancelled before it started", "device", r.name, "rule", r.rule)
+		r.cancelled()
+		return nil, false
+	}
+	return r.slots.release, true
+}
+
+// measure probes the disk and gives it back to the passes once the probe
+// has restored what it changed, which may be after measure returns: a
+// restore still waiting for the disk (a switch waits for the reads the disk
+// does not answer) keeps it, and the passes skipped meanwhile are owed
+// then.
+func (r *probeRun) measure() (*probe.Report, time.Duration, error) {
+	d := r.d
+	d.log.Info("probe started", "device", r.name, "rule", r.rule, "budget", r.opts.Budget())
+	start := time.Now()
+	rep, err := r.runner.Probe(r.ctx, r.name, r.opts, false, r.probe.MaxAge)
+	took := time.Since(start)
+	if done := rep.RestoreDone(); done != nil {
+		go func() {
+			<-done
+			d.probes.endMeasuring(r.name)
+			d.kick(r.name, full, nil, nil)
+		}()
+	} else {
+		d.probes.endMeasuring(r.name)
+	}
+	d.probes.mu.Lock()
+	d.probes.spent += took
+	d.probes.mu.Unlock()
+	return rep, took, err
+}
+
+// record logs the probe's outcome, keeps its decision, and asks for the
+// pass that applies it (or the settings held while it ran). It reports
+// whether to try again later: the disk was busy.
+func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (again bool) {
+	d, ctx := r.d, r.ctx
+	var ref *probe.Refusal
+	if err != nil && rep != nil && rep.Winner != "" && ctx.Err() == nil {
+		// Measured and decided, but something failed after (the
+		// result not remembered: probes.json could not be written):
+		// the decision holds until the next start.
+		d.log.Error("the probe decided, then failed", "device", r.name, "error", err)
+		err = nil
+	}
+	switch {
+	case (ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted)) && errors.Is(err, probe.ErrRestorePending):
+		d.log.Warn("probe cancelled; the disk's settings are not back yet", "device", r.name, "rule", r.rule, "error", err)
+		r.d.probes.mu.Lock()
+		r.dp.state.Status = "cancelled"
+		r.d.probes.mu.Unlock()
+		// The pass owed is asked for once the restore ends (measure).
+		return false
+	case ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted):
+		d.log.Info("probe cancelled; the disk's settings were restored", "device", r.name, "rule", r.rule)
+		// The passes skipped while it restored (a reload's re-plan)
+		// are owed.
+		r.cancelled()
+		return false
+	case err == nil:
+		from := rep.From
+		if from == "" {
+			from = "probed " + time.Now().UTC().Format(time.RFC3339)
+		}
+		r.update(func() {
+			r.dp.report = rep
+			r.dp.state.Status, r.dp.state.Winner, r.dp.state.Provenance, r.dp.state.From = "decided", rep.Winner, rep.Provenance, from
+		})
+		d.recordProbe(r.name, rep)
+		d.log.Info("probe decided", "device", r.name, "rule", r.rule, "winner", rep.Winner, "provenance", rep.Provenance, "took", took.Round(time.Millisecond))
+		d.kick(r.name, full, nil, nil)
+		return false
+	case errors.As(err, &ref) && ref.Busy:
+		r.update(func() { r.dp.state.Status, r.dp.state.Error = "pending", ref.Reason })
+		d.log.Info("probe postponed: the disk is busy", "device", r.name, "reason", ref.Reason, "retry_in", d.probes.retry)
+		d.kick(r.name, settingsOnly, nil, nil) // the settings held while it ran
+		return true
+	default:
+		status := "failed"
+		if ref != nil {
+			status = "refused"
+		}
+		r.update(func() { r.dp.state.Status, r.dp.state.Error = status, err.Error() })
+		d.log.Warn("probe "+status+"; the interim settings stay", "device", r.name, "rule", r.rule, "error", err)
+		d.kick(r.name, full, nil, nil)
+		return false
+	}
+}
+
+// cancelled marks the probe cancelled and asks for the pass owed to the
+// disk: those skipped while the probe held it.
+func (r *probeRun) cancelled() {
+	r.d.probes.mu.Lock()
+	r.dp.state.Status = "cancelled"
+	r.d.probes.mu.Unlock()
+	r.d.kick(r.name, full, nil, nil)
+}
+
+// update changes the disk's probe state unless its probe was cancelled
+// (the entry replaced or dropped), and reports whether it did.
+func (r *probeRun) update(f func()) bool {
+	p := &r.d.probes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.disks[r.name] != r.dp || r.ctx.Err() != nil {
+		return false
+	}
+	f()
+	r.dp.state.Since = time.Now()
+	// The state file shows it now, not at the disk's next pass: that
+	// pass may be held back (a restore still waiting for the disk holds
+	// its lock).
+	r.d.markChanged()
+	return true
+}
+
+// semaphore bounds how many probes run at once (probe_concurrency).
+type semaphore chan struct{}
+
+func newSemaphore(n int) semaphore { return make(semaphore, max(n, 1)) }
+
+// acquire takes a slot, or returns false when ctx ends first.
+func (s semaphore) acquire(ctx context.Context) bool {
+	select {
+	case s <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s semaphore) release() { <-s }

@@ -1,0 +1,312 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/internal/statefile"
+	"github.com/iosched/iosched/internal/sysfs"
+)
+
+// Loops 22500-22509: probed by the daemon, backed by files in /dev/shm.
+
+// probedLoop makes a /dev/shm-backed loop device running kyber (a scheduler
+// no probe here has as a candidate, so its restoring can be seen).
+func probedLoop(t *testing.T, n int) string {
+	t.Helper()
+	l := looptest.Add(t, n)
+	l.Bind(t, 32<<20)
+	setScheduler(t, l.Name, "kyber")
+	return l.Name
+}
+
+func setScheduler(t *testing.T, name, sched string) {
+	t.Helper()
+	if err := os.WriteFile("/sys/block/"+name+"/queue/scheduler", []byte(sched), 0); err != nil {
+		t.Fatalf("%s: cannot set %s: %v", name, sched, err)
+	}
+}
+
+func activeScheduler(t *testing.T, name string) string {
+	t.Helper()
+	fs, err := sysfs.NewFS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := fs.ReadQueueAttr(name, "scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// probePolicy probes name (only) with the given duration and rounds; the
+// rule sets nr_requests at once and no scheduler (no interim).
+func probePolicy(name, duration string, rounds int, extra string) string {
+	return fmt.Sprintf(`
+[[rule]]
+name = "probed"
+[rule.match]
+name = [%q]
+[rule.set]
+nr_requests = 64
+[rule.probe]
+candidates = ["none", "mq-deadline"]
+duration = %q
+rounds = %d
+depth = 8
+%s`, name, duration, rounds, extra)
+}
+
+func (r *running) diskState(t *testing.T, name string) *statefile.DiskState {
+	t.Helper()
+	b, err := os.ReadFile(statefile.Path(r.runtimeDir))
+	if err != nil {
+		return nil
+	}
+	var st statefile.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil
+	}
+	return st.Disks[name]
+}
+
+func withStateDir(dir string) func(*Config) {
+	return func(c *Config) {
+		c.StateDir = dir
+		c.probeRetry = 200 * time.Millisecond // udev may read a new loop
+	}
+}
+
+// TestIntegrationProbeDaemon: the daemon probes a disk once and applies the
+// winner, with the probe's provenance in the log and the state; after a
+// restart it reuses the remembered result without probing; a daemon with a
+// fresh state directory takes the same result seeded from a file.
+func TestIntegrationProbeDaemon(t *testing.T) {
+	requireLoops(t)
+	name := probedLoop(t, 22500)
+	state := t.TempDir()
+	pol := probePolicy(name, "150ms", 1, "")
+
+	r := start(t, pol, withStateDir(state))
+	var ds *statefile.DiskState
+	waitFor(t, 20*time.Second, "the probe's decision in the state file", func() bool {
+		ds = r.diskState(t, name)
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "decided"
+	})
+	winner := ds.Probe.Winner
+	if winner != "none" && winner != "mq-deadline" || !strings.HasPrefix(ds.Probe.Provenance, "probe: ") || !strings.HasPrefix(ds.Probe.From, "probed ") {
+		t.Fatalf("probe state %+v", ds.Probe)
+	}
+	waitFor(t, 5*time.Second, "the winner on the disk", func() bool { return activeScheduler(t, name) == winner })
+	waitFor(t, 5*time.Second, "the winner in the state file", func() bool {
+		ds = r.diskState(t, name)
+		for _, s := range ds.Settings {
+			if s.Attribute == "scheduler" && s.Value == winner && strings.Contains(s.Rule, "probe: ") {
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(r.log.Lines("msg=\"probe started\"", "device="+name)); n != 1 {
+		t.Errorf("%d probes started, want 1", n)
+	}
+	if n := len(r.log.Lines("msg=set", "device="+name, "attribute=scheduler", "to="+winner, "probe: ")); n != 1 {
+		t.Errorf("%d log lines set the winner with its provenance, want 1", n)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "probes.json")); err != nil {
+		t.Fatalf("the result is not remembered: %v", err)
+	}
+
+	// A restart: the remembered result, no probe.
+	setScheduler(t, name, "kyber")
+	r2 := start(t, pol, withStateDir(state))
+	waitFor(t, 5*time.Second, "the remembered winner on the disk", func() bool { return activeScheduler(t, name) == winner })
+	ds = r2.diskState(t, name)
+	if len(r2.log.Lines("probe decision reused", "device="+name, "from=\"remembered ")) != 1 || len(r2.log.Lines("probe started")) != 0 {
+		t.Errorf("after a restart: want the remembered decision and no probe")
+	}
+	if err := r2.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fresh state directory, the result seeded from a file.
+	seedDir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(state, "probes.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(seedDir, "fleet.json"), string(b))
+	setScheduler(t, name, "kyber")
+	seeded := probePolicy(name, "150ms", 1, fmt.Sprintf("[daemon]\nprobe_results = [%q]\n", filepath.Join(seedDir, "*.json")))
+	r3 := start(t, seeded, withStateDir(t.TempDir()))
+	waitFor(t, 5*time.Second, "the seeded winner on the disk", func() bool { return activeScheduler(t, name) == winner })
+	waitFor(t, 5*time.Second, "the seeded decision in the state file", func() bool {
+		ds = r3.diskState(t, name)
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "decided" && strings.HasPrefix(ds.Probe.From, "seeded from "+seedDir)
+	})
+	if len(r3.log.Lines("probe started")) != 0 {
+		t.Errorf("a seeded decision was probed again")
+	}
+}
+
+// TestIntegrationProbeDaemonStop: a stop in the middle of a probe ends it,
+// the disk's original scheduler is back, and the daemon exits within its
+// stop bound.
+func TestIntegrationProbeDaemonStop(t *testing.T) {
+	requireLoops(t)
+	name := probedLoop(t, 22501)
+	state := t.TempDir()
+	r := start(t, probePolicy(name, "2s", 3, ""), withStateDir(state), func(c *Config) { c.StopTimeout = 3 * time.Second })
+	// In the middle of it: switched to a candidate, away from kyber.
+	waitFor(t, 10*time.Second, "the probe to switch the disk to a candidate", func() bool {
+		return r.d.probes.holds(name) && activeScheduler(t, name) != "kyber"
+	})
+	begin := time.Now()
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > 3*time.Second {
+		t.Errorf("the stop took %s, bound 3s", took)
+	}
+	if s := activeScheduler(t, name); s != "kyber" {
+		t.Errorf("scheduler after the stop = %s, want kyber restored", s)
+	}
+	if len(r.log.Lines("probe cancelled", "device="+name)) != 1 {
+		t.Errorf("the cancelled probe is not logged")
+	}
+	if _, err := os.Stat(filepath.Join(state, "probes.json")); err == nil {
+		t.Errorf("a cancelled probe left a result")
+	}
+}
+
+// TestIntegrationProbeDaemonReload: a reload during a probe cancels it (the
+// disk's scheduler restored), and the re-plan probes again under the new
+// policy and applies the winner.
+func TestIntegrationProbeDaemonReload(t *testing.T) {
+	requireLoops(t)
+	name := probedLoop(t, 22502)
+	r := start(t, probePolicy(name, "2s", 3, ""), withStateDir(t.TempDir()))
+	waitFor(t, 10*time.Second, "the probe to start", func() bool { return len(r.log.Lines("probe started", "device="+name)) == 1 })
+	writeFile(t, r.policy, probePolicy(name, "150ms", 1, ""))
+	r.signals <- syscall.SIGHUP
+	waitFor(t, 5*time.Second, "the probe to be cancelled", func() bool { return len(r.log.Lines("probe cancelled", "device="+name)) == 1 })
+	waitFor(t, 20*time.Second, "the second probe's decision", func() bool { return len(r.log.Lines("probe decided", "device="+name)) == 1 })
+	var winner string
+	waitFor(t, 5*time.Second, "the decision in the state file", func() bool {
+		ds := r.diskState(t, name)
+		if ds == nil || ds.Probe == nil || ds.Probe.Status != "decided" {
+			return false
+		}
+		winner = ds.Probe.Winner
+		return true
+	})
+	waitFor(t, 5*time.Second, "the winner on the disk", func() bool { return activeScheduler(t, name) == winner })
+	if n := len(r.log.Lines("probe started", "device="+name)); n != 2 {
+		t.Errorf("%d probes started, want 2 (one cancelled by the reload)", n)
+	}
+}
+
+// TestIntegrationProbeDaemonConcurrency: with probe_concurrency 1 (the
+// default) two disks are probed one after the other, never at once, and both
+// get their winner.
+func TestIntegrationProbeDaemonConcurrency(t *testing.T) {
+	requireLoops(t)
+	a, b := probedLoop(t, 22503), probedLoop(t, 22504)
+	r := start(t, probePolicy("loop2250[34]", "150ms", 1, ""), withStateDir(t.TempDir()))
+	for _, name := range []string{a, b} {
+		waitFor(t, 20*time.Second, name+"'s decision", func() bool {
+			ds := r.diskState(t, name)
+			return ds != nil && ds.Probe != nil && ds.Probe.Status == "decided" && activeScheduler(t, name) == ds.Probe.Winner
+		})
+	}
+	// In log order, each start is followed by its own decision before
+	// the next start.
+	var order []string
+	for _, line := range r.log.Lines("probe ") {
+		switch {
+		case strings.Contains(line, `msg="probe started"`):
+			order = append(order, "start")
+		case strings.Contains(line, `msg="probe decided"`):
+			order = append(order, "end")
+		}
+	}
+	if strings.Join(order, " ") != "start end start end" {
+		t.Errorf("probes in the log: %v, want one at a time", order)
+	}
+}
+
+// TestIntegrationProbeDaemonStuckDisk: the disk stops answering once the
+// daemon's probe has switched its scheduler. The probe fails within its
+// budget with its restore left waiting for the disk; meanwhile no pass
+// writes the disk (its lock is the restore's). When the disk answers again,
+// kyber and the values before the probe are back, and the disk is the
+// daemon's passes' again. Before, the probe waited in its restore for as
+// long as the disk did not answer, holding its probe slot.
+func TestIntegrationProbeDaemonStuckDisk(t *testing.T) {
+	requireLoops(t)
+	l, gate := looptest.AddGated(t, 22505, 32<<20)
+	name := l.Name
+	setScheduler(t, name, "kyber")
+	state := t.TempDir()
+	r := start(t, probePolicy(name, "200ms", 1, ""), withStateDir(state))
+	// The probe's first switch: the disk stops answering.
+	waitFor(t, 10*time.Second, "the probe's first switch", func() bool {
+		if s := activeScheduler(t, name); s != "kyber" {
+			gate.Set(true)
+			return true
+		}
+		return false
+	})
+	waitFor(t, 10*time.Second, "the probe to fail", func() bool {
+		ds := r.diskState(t, name)
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "failed"
+	})
+	if gate.Waiting() == 0 {
+		t.Fatal("no read waits at the gate: the disk never stopped answering")
+	}
+	if len(r.log.Lines("probe failed", "device="+name, "not back yet")) != 1 {
+		t.Errorf("the failed probe and its pending restore are not logged:\n%s", r.log)
+	}
+	if s := activeScheduler(t, name); s == "kyber" {
+		t.Fatal("kyber is back while the disk does not answer")
+	}
+	// A reconcile now must leave the disk alone: the restore holds it.
+	writes := r.d.writes.Load()
+	r.d.mu.Lock()
+	before := *r.d.report.Scan
+	r.d.mu.Unlock()
+	r.signals <- syscall.SIGUSR1
+	var reconcile statefile.Scan
+	waitFor(t, 5*time.Second, "the reconcile's scan", func() bool {
+		r.d.mu.Lock()
+		defer r.d.mu.Unlock()
+		reconcile = *r.d.report.Scan
+		return reconcile.Reason == "reconcile" && reconcile.At.After(before.At)
+	})
+	if reconcile.Writes != 0 || r.d.writes.Load() != writes {
+		t.Errorf("a pass wrote the disk while its restore waits:\n%s", r.log)
+	}
+
+	gate.Set(false) // the disk answers again
+	waitFor(t, 10*time.Second, "kyber back on the disk", func() bool { return activeScheduler(t, name) == "kyber" })
+	waitFor(t, 10*time.Second, "the disk to be the passes' again", func() bool {
+		return !r.d.probes.holds(name) && !r.otherProcessLocks(t).Held(name)
+	})
+	if v, err := os.ReadFile("/sys/block/" + name + "/queue/nr_requests"); err != nil || strings.TrimSpace(string(v)) != "64" {
+		t.Errorf("nr_requests after the restore = %q (%v), want 64, as before the probe", v, err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

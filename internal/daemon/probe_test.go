@@ -1,0 +1,322 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/iosched/iosched/internal/probe"
+)
+
+// fakeProbePolicy: loop20000 gets kyber as its interim scheduler and is
+// probed between none and mq-deadline; extra follows.
+func fakeProbePolicy(extra string) string {
+	return `
+[[rule]]
+name = "probed"
+[rule.match]
+name = ["loop20000"]
+[rule.set]
+scheduler = "kyber"
+nr_requests = 64
+[rule.probe]
+candidates = ["none", "mq-deadline"]
+engine = "psync"
+duration = "100ms"
+rounds = 1
+` + extra
+}
+
+func fig(name string, iops float64) probe.Candidate {
+	f := probe.Figures{IOPS: iops, QD1P99: 50}
+	return probe.Candidate{Scheduler: name, Figures: f, Rounds: []probe.RoundFigures{{Round: 1, Position: 1, Figures: f}}}
+}
+
+// TestProbeSeededWithoutProbing: a seeded result for the disk's key is
+// applied at the first pass, straight to the winner (no interim switch), with
+// the provenance as the rule in the log and the state; nothing is probed.
+func TestProbeSeededWithoutProbing(t *testing.T) {
+	fs := fakeTree(t, "loop20000")
+	dev, err := fs.Device("loop20000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedDir := t.TempDir()
+	o := probe.DefaultOptions()
+	figs := []probe.Candidate{fig("none", 100e3), fig("mq-deadline", 200e3)}
+	fleet := probe.OpenStore(filepath.Join(seedDir, "fleet"), nil)
+	if err := fleet.Remember(probe.Record{
+		Key: probe.KeyOf(fs, dev), Device: "loop20000", At: time.Now().Add(-time.Hour),
+		Method: probe.Method{Engine: probe.EnginePsync, Depth: o.Depth, BlockSize: o.BlockSize, Candidates: []string{"none", "mq-deadline"}},
+		Rounds: 1, Figures: figs,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seed := filepath.Join(seedDir, "probes.d", "fleet.json")
+	if _, err := fleet.Export(seed); err != nil {
+		t.Fatal(err)
+	}
+	prom := filepath.Join(t.TempDir(), "iosched.prom")
+	pol := fakeProbePolicy(fmt.Sprintf("[daemon]\nprobe_results = [%q]\nmetrics_file = %q\n", filepath.Join(seedDir, "probes.d", "*.json"), prom))
+	r, _ := fakeDaemonWith(t, pol, func(c *Config) { c.FS = fs }, "loop20000")
+	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
+		t.Fatalf("scheduler after the start = %s, want the seeded mq-deadline", got)
+	}
+	if len(r.log.Lines("msg=set", "attribute=scheduler", "to=kyber")) != 0 || len(r.log.Lines("probe started")) != 0 {
+		t.Errorf("the interim scheduler was set, or a probe started, despite the seeded result")
+	}
+	if len(r.log.Lines("msg=set", "attribute=scheduler", "to=mq-deadline", "probe: mq-deadline 200K IOPS vs none 100K")) != 1 {
+		t.Errorf("the winner is not logged with its provenance")
+	}
+	waitFor(t, 5*time.Second, "the seeded decision in the state file", func() bool {
+		ds := r.state(t).Disks["loop20000"]
+		if ds == nil || ds.Probe == nil || len(ds.Settings) == 0 {
+			return false
+		}
+		return ds.Probe.Status == "decided" && ds.Probe.Winner == "mq-deadline" && strings.HasPrefix(ds.Probe.From, "seeded from "+seed) &&
+			ds.Settings[0].Rule == `probed (probe: mq-deadline 200K IOPS vs none 100K (+100%), depth-1 p99 +0%)`
+	})
+	// The metrics carry the decision's figures, one series per candidate.
+	waitFor(t, 5*time.Second, "the probe's figures in the metrics file", func() bool {
+		fams := metricsFile(t, prom)
+		return sample(fams, "iosched_probe_iops", map[string]string{"disk": "loop20000", "scheduler": "mq-deadline", "depth": "deep"}) == 200e3 &&
+			sample(fams, "iosched_probe_chosen", map[string]string{"disk": "loop20000", "scheduler": "mq-deadline"}) == 1 &&
+			sample(fams, "iosched_probe_chosen", map[string]string{"disk": "loop20000", "scheduler": "none"}) == 0
+	})
+}
+
+// TestProbePendingInterim: without a result the rule's other settings are
+// made at once, its scheduler as the interim value, and the probe is
+// queued; here it is refused (the fake tree cannot be probed), so
+// the interim settings stay and the state says why.
+//
+// The pass that queues the probe is held, before its writes, until the
+// probe's goroutine has gone as far as it can on its own: waiting for that
+// pass to end, or (were it to start at once) measuring the disk, which
+// would make the pass skip its writes.
+func TestProbePendingInterim(t *testing.T) {
+	ran := make(chan struct{})
+	var once sync.Once
+	r, _ := fakeDaemonWith(t, fakeProbePolicy(""), func(c *Config) {
+		c.probeStep = func(name, step string) {
+			switch step {
+			case "queued":
+				<-ran
+			default:
+				once.Do(func() { close(ran) })
+			}
+		}
+	}, "loop20000")
+	// The start's scan made them, not a pass after the probe.
+	r.d.mu.Lock()
+	scan := *r.d.report.Scan
+	r.d.mu.Unlock()
+	if scan.Reason != "start" || scan.Writes != 2 {
+		t.Fatalf("the %s scan wrote %d settings, want the start's to write the interim scheduler and nr_requests", scan.Reason, scan.Writes)
+	}
+	if got, nr := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); got != "kyber" || nr != "64" {
+		t.Fatalf("after the start: scheduler %s nr_requests %s, want the interim kyber and 64", got, nr)
+	}
+	waitFor(t, 5*time.Second, "the refused probe in the state file", func() bool {
+		ds := r.state(t).Disks["loop20000"]
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "refused" && ds.Probe.Interim == "kyber" && strings.Contains(ds.Probe.Error, "probe refused")
+	})
+	if len(r.log.Lines("probe queued", "device=loop20000", "interim=kyber")) != 1 || len(r.log.Lines("probe refused", "device=loop20000")) != 1 {
+		t.Errorf("the queued and refused probe are not logged once each")
+	}
+	if got := r.attr(t, "loop20000", "scheduler"); got != "kyber" {
+		t.Errorf("after the refused probe: scheduler %s, want kyber kept", got)
+	}
+}
+
+// TestProbeBudget: a probe that needs more than what is left of
+// probe_budget is not started; the interim settings stay and the state
+// says so.
+func TestProbeBudget(t *testing.T) {
+	// The probe's budget: 0.2 s busy check + 2 x (0.15 s switch + 25 ms
+	// warm-up + 2 x 0.1 s) + 0.3 s restore = 1.25 s.
+	r, _ := fakeDaemon(t, fakeProbePolicy("[daemon]\nprobe_budget = \"1s\"\n"), "loop20000")
+	waitFor(t, 5*time.Second, "the probe to be over budget in the state file", func() bool {
+		ds := r.state(t).Disks["loop20000"]
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "budget"
+	})
+	if len(r.log.Lines("probe_budget spent", "device=loop20000")) != 1 || len(r.log.Lines("probe started")) != 0 {
+		t.Errorf("want the budget logged once and no probe started")
+	}
+	if got := r.attr(t, "loop20000", "scheduler"); got != "kyber" {
+		t.Errorf("scheduler %s, want the interim kyber", got)
+	}
+}
+
+// TestProbesOneMeasuringPerDisk: a probe of a disk waits until the one
+// before it (cancelled by a reload, still restoring) has ended; passes are
+// held off the disk all along; a cancelled wait gives up.
+func TestProbesOneMeasuringPerDisk(t *testing.T) {
+	var p probes
+	p.init(2)
+	if !p.startMeasuring(context.Background(), "loop20000") || !p.holds("loop20000") || p.holds("loop20001") {
+		t.Fatal("the first probe does not hold its disk alone")
+	}
+	// A second probe that can only wait (its context is done) gives up:
+	// it would start were the disk not held.
+	done, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	if p.startMeasuring(done, "loop20000") {
+		t.Fatal("a second probe of the disk started while the first measured")
+	}
+	second := make(chan bool)
+	go func() { second <- p.startMeasuring(context.Background(), "loop20000") }()
+	p.reset(1) // a reload: the disk stays held while its probe restores
+	if !p.holds("loop20000") {
+		t.Error("a reset let passes onto a disk still being probed")
+	}
+	p.endMeasuring("loop20000")
+	if !<-second || !p.holds("loop20000") {
+		t.Fatal("the second probe did not start once the first ended")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if p.startMeasuring(ctx, "loop20000") {
+		t.Error("a cancelled probe started")
+	}
+	p.endMeasuring("loop20000")
+	if p.holds("loop20000") {
+		t.Error("the disk is still held after its probes ended")
+	}
+}
+
+// TestProbesCancel: forgetting a disk (removed, or another under its name)
+// cancels its probe and drops its decision.
+func TestProbesCancel(t *testing.T) {
+	var p probes
+	p.init(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.disks["loop20000"] = &diskProbe{cancel: cancel}
+	p.cancel("loop20000")
+	if ctx.Err() == nil || p.state("loop20000") != nil {
+		t.Error("the probe of a forgotten disk goes on")
+	}
+}
+
+// probedPolicy is fakeProbePolicy with read_ahead_kb and the probe's
+// duration as given.
+func probedPolicy(readAheadKB int, duration string) string {
+	return fmt.Sprintf(`
+[[rule]]
+name = "probed"
+[rule.match]
+name = ["loop20000"]
+[rule.set]
+scheduler = "kyber"
+nr_requests = 64
+read_ahead_kb = %d
+[rule.probe]
+candidates = ["none", "mq-deadline"]
+engine = "psync"
+duration = %q
+rounds = 1
+`, readAheadKB, duration)
+}
+
+// reload writes policyText, sends SIGHUP, and waits until the reload has
+// re-planned every disk (the seq-th since the start).
+func (r *running) reload(t *testing.T, policyText string, seq int) {
+	t.Helper()
+	writeFile(t, r.policy, policyText)
+	r.signals <- syscall.SIGHUP
+	waitFor(t, 5*time.Second, fmt.Sprintf("reload %d to re-plan every disk", seq), func() bool {
+		r.d.mu.Lock()
+		defer r.d.mu.Unlock()
+		last := r.d.report.LastReload()
+		return last != nil && last.Seq == seq && last.OK && last.Done
+	})
+}
+
+// TestReloadKeepsAnUnchangedProbe: reloads that change none of a disk's
+// probe settings leave its running probe alone; one that changes them
+// cancels it and probes the disk again under the new ones.
+func TestReloadKeepsAnUnchangedProbe(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	measured := 0
+	r, _ := fakeDaemonWith(t, probedPolicy(128, "100ms"), func(c *Config) {
+		c.probeStep = func(name, step string) {
+			if step != "measuring" {
+				return
+			}
+			mu.Lock()
+			measured++
+			first := measured == 1
+			mu.Unlock()
+			if first {
+				<-release // the first probe holds the disk until the reloads are done
+			}
+		}
+	}, "loop20000")
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // before the daemon's stop, on a failure
+	waitFor(t, 5*time.Second, "the probe to hold the disk", func() bool { return r.d.probes.holds("loop20000") })
+	for i := 1; i <= 10; i++ {
+		r.reload(t, probedPolicy(128+4*i, "100ms"), i)
+	}
+	r.d.probes.mu.Lock()
+	var run *probeRun
+	if dp := r.d.probes.disks["loop20000"]; dp != nil {
+		run = dp.run
+	}
+	r.d.probes.mu.Unlock()
+	if run == nil || run.ctx.Err() != nil {
+		t.Fatal("reloads that changed only read_ahead_kb cancelled the running probe")
+	}
+	r.reload(t, probedPolicy(128, "200ms"), 11)
+	if run.ctx.Err() == nil {
+		t.Fatal("a reload that changed the probe's duration left the running probe")
+	}
+	letGo()
+	waitFor(t, 5*time.Second, "the new probe's outcome in the state file", func() bool {
+		ds := r.state(t).Disks["loop20000"]
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "refused"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if measured != 2 {
+		t.Errorf("the disk was probed %d times, want 2: the first, cancelled by the reload that changed the duration, and the one after", measured)
+	}
+}
+
+// TestProbeDisturbedNotReused: a result measured with --force while others
+// used the disk is remembered marked as disturbed; the daemon does not
+// apply it, but queues a probe of its own (which waits for the disk to be
+// idle), the interim settings meanwhile. (Before, it was reused as any
+// other result.)
+func TestProbeDisturbedNotReused(t *testing.T) {
+	fs := fakeTree(t, "loop20000")
+	dev, err := fs.Device("loop20000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	o := probe.DefaultOptions()
+	figs := []probe.Candidate{fig("none", 100e3), fig("mq-deadline", 200e3)}
+	if err := probe.OpenStore(state, nil).Remember(probe.Record{
+		Key: probe.KeyOf(fs, dev), Device: "loop20000", At: time.Now().Add(-time.Hour),
+		Method: probe.Method{Engine: probe.EnginePsync, Depth: o.Depth, BlockSize: o.BlockSize, Candidates: []string{"none", "mq-deadline"}},
+		Rounds: 1, Figures: figs, Decision: probe.Decide(o.Choose, o.Margin, "none", figs),
+		Disturbed: "the disk is busy: 4000 I/Os by others in 200ms",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := fakeDaemonWith(t, fakeProbePolicy(""), func(c *Config) { c.FS = fs; c.StateDir = state }, "loop20000")
+	if got := r.attr(t, "loop20000", "scheduler"); got != "kyber" {
+		t.Errorf("scheduler after the start = %s, want the interim kyber (the disturbed result not used)", got)
+	}
+	if len(r.log.Lines("probe decision reused")) != 0 || len(r.log.Lines("probe queued", "device=loop20000")) != 1 {
+		t.Errorf("the disturbed result was reused, or no probe was queued:\n%s", r.log)
+	}
+}

@@ -1,0 +1,28 @@
+package probe
+
+import (
+	"slices"
+
+	"github.com/iosched/iosched/internal/policy"
+)
+
+// Decided is ev with the scheduler this report chose as the disk's
+// scheduler setting, the probe's provenance beside the rule's name
+// (`x (probe: none 143K IOPS vs ...)`): what the daemon applies, and what
+// plan and apply show, so that the three agree. A scheduler setting of
+// the policy's is overridden (it was the interim value until the probe
+// decided); without one, the decision is inserted first, where the
+// scheduler is written.
+func (r *Report) Decided(ev policy.Evaluation, rule string) policy.Evaluation {
+	s := policy.Setting{Attribute: "scheduler", Values: []string{r.Winner}, Rule: rule + " (" + r.Provenance + ")"}
+	settings := slices.Clone(ev.Settings)
+	i := slices.IndexFunc(settings, func(x policy.Setting) bool { return x.Attribute == s.Attribute })
+	if i >= 0 {
+		s.Overrode = slices.Concat(settings[i].Overrode, []string{settings[i].Rule})
+		settings[i] = s
+	} else {
+		settings = slices.Insert(settings, 0, s)
+	}
+	ev.Settings = settings
+	return ev
+}

@@ -1,0 +1,155 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/iosched/iosched/internal/disklock"
+	"github.com/iosched/iosched/internal/sysfs"
+	"github.com/iosched/iosched/internal/tasks"
+)
+
+// DefaultStateDir is the daemon's state directory, where probes keep their
+// results and the originals of a probe in progress.
+const DefaultStateDir = "/var/lib/iosched"
+
+// Runner is what `iosched probe` and the daemon use: a remembered decision
+// when there is one, else a probe whose result is remembered.
+//
+// The daemon's use: at start, RecoverInterrupted(stateDir, locks, fs); for a disk
+// a [rule.probe] matches (policy.Policy.ProbeFor), Lookup with
+// FromPolicy(rule) and the rule's MaxAge; without a decision, Probe it in
+// the background (at most [daemon] probe_concurrency at once, within
+// probe_budget), cancelling ctx on reload or removal, then apply
+// Decision.Winner with Decision.Provenance as its reason.
+type Runner struct {
+	FS       sysfs.FS
+	DevDir   string
+	StateDir string
+	// Locks is the machine's lock of disks (disklock.New("") when nil).
+	Locks *disklock.Locks
+	Store *Store
+	// Progress, when set, is told each step of a probe.
+	Progress func(string)
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Procs, when set, is asked for n goroutines running at once
+	// (runtime.GOMAXPROCS) before a probe whose engine needs them (psync:
+	// one per reader), and what it returns is called when the probe ends.
+	// GOMAXPROCS is the process's, so the probe does not set it: the
+	// process's owner decides (procs.Raiser.Raise in the daemon and
+	// `iosched probe`). Nil runs with what the process has.
+	Procs func(n int) (release func())
+	// InFlight, when set, records the probes' writes while they run
+	// (Target.InFlight).
+	InFlight *tasks.Writes
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Lookup returns the remembered (or seeded) decision for the disk dev
+// (read with sysfs.FactAll) probed with o, nil when there is none younger
+// than maxAge (0: any age). The report it returns has From set and no
+// measurement of its own.
+func (r *Runner) Lookup(dev *sysfs.Device, o Options, maxAge time.Duration) (*Report, error) {
+	o.fill()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	eng, err := NewEngine(o.Engine)
+	if err != nil {
+		return nil, err
+	}
+	var offered []string
+	for _, c := range o.Candidates {
+		if slices.Contains(dev.Schedulers, c) {
+			offered = append(offered, c)
+		}
+	}
+	if len(offered) < 2 {
+		return nil, nil
+	}
+	key := KeyOf(r.FS, dev)
+	want := Want{
+		// The depths a probe of this disk measures (Run caps them the
+		// same way).
+		Method: Method{Engine: eng.Name(), Depth: o.Depth, BlockSize: o.BlockSize, Depths: CapDepths(o.Depths, key.QueueDepth), Candidates: offered},
+		Choose: o.Choose, Margin: o.Margin, MaxAge: maxAge, Incumbent: offered[0],
+	}
+	if dev.Scheduler != nil && slices.Contains(offered, *dev.Scheduler) {
+		want.Incumbent = *dev.Scheduler
+	} else {
+		want.FirstCandidate = true
+	}
+	rec, err := r.Store.Lookup(key, want, r.now())
+	if rec == nil {
+		return nil, err
+	}
+	rep := rec.report()
+	rep.Device = dev.Name
+	if dev.Scheduler != nil {
+		rep.Original = *dev.Scheduler
+	}
+	return rep, err
+}
+
+// Probe returns the remembered decision for the disk unless fresh, else
+// runs a probe (Run) and remembers its result. With o.Apply a remembered
+// winner is set on the disk too.
+func (r *Runner) Probe(ctx context.Context, name string, o Options, fresh bool, maxAge time.Duration) (*Report, error) {
+	if !fresh {
+		dev, err := r.FS.Device(name)
+		if err != nil && !errors.Is(err, sysfs.ErrNoDevice) {
+			return nil, err
+		}
+		if dev != nil && !dev.BioBased() {
+			rep, err := r.Lookup(dev, o, maxAge)
+			if err != nil && r.Progress != nil {
+				r.Progress(err.Error())
+			}
+			if rep != nil {
+				if o.Apply && dev.Scheduler != nil && *dev.Scheduler != rep.Winner {
+					if err := setScheduler(r.FS, name, rep.Winner); err != nil {
+						return rep, err
+					}
+					rep.Applied = rep.Winner
+				}
+				return rep, nil
+			}
+		}
+	}
+	if n := procsFor(o); n > 0 && r.Procs != nil {
+		defer r.Procs(n)()
+	}
+	rep, err := Run(ctx, Disk{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Locks: r.Locks, Name: name, InFlight: r.InFlight}, o, r.Progress)
+	if err != nil {
+		return rep, err
+	}
+	if err := r.Store.Remember(RecordOf(rep, r.now())); err != nil {
+		return rep, fmt.Errorf("%s: remembering the result in %s: %w", name, r.Store.Path(), err)
+	}
+	return rep, nil
+}
+
+// report is a remembered record as a report: the figures and decision,
+// nothing measured now.
+func (rec *Record) report() *Report {
+	rep := &Report{
+		Device: rec.Device, Engine: rec.Engine, Depth: rec.Depth, Depths: rec.Depths, BlockSize: rec.BlockSize, DurationS: rec.DurationS,
+		Rounds: rec.Rounds, Choose: rec.Choose, Margin: rec.Margin, Incumbent: rec.Incumbent,
+		Candidates: rec.Figures, Decision: rec.Decision, RememberedAs: rec.Key.String(), Key: rec.Key, Serial: rec.Serial,
+		From: "remembered " + rec.At.Format(time.RFC3339),
+	}
+	if rec.Seeded != "" {
+		rep.From = "seeded from " + rec.Seeded
+	}
+	return rep
+}

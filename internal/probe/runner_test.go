@@ -1,0 +1,119 @@
+package probe
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iosched/iosched/internal/sysfs"
+)
+
+// TestRunnerSeeded: a disk whose key a seeded file has gets that decision
+// without probing (the fake tree has no device nodes: a probe would be
+// refused), shown as seeded; a disk of another key gets none.
+func TestRunnerSeeded(t *testing.T) {
+	fs, err := sysfs.NewFS("../../testdata/sysfs/cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vda, err := fs.Device("vda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	o := DefaultOptions()
+	o.Engine = EnginePsync
+	fleet := OpenStore(filepath.Join(dir, "fleet"), nil)
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	if err := fleet.Remember(Record{
+		Key: KeyOf(fs, vda), Device: "vda", At: at,
+		Method:  Method{Engine: EnginePsync, Depth: o.Depth, BlockSize: o.BlockSize, Candidates: []string{"none", "mq-deadline"}},
+		Figures: []Candidate{cand("mq-deadline", []float64{111e3}, []float64{50}), cand("none", []float64{143e3}, []float64{51})},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seed := filepath.Join(dir, "probes.d", "fleet.json")
+	if _, err := fleet.Export(seed); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{FS: fs, DevDir: filepath.Join(dir, "no-dev"), StateDir: filepath.Join(dir, "state"),
+		Store: OpenStore(filepath.Join(dir, "state"), []string{filepath.Join(dir, "probes.d", "*.json")}),
+		Now:   func() time.Time { return at.Add(time.Hour) }}
+	rep, err := r.Probe(context.Background(), "vda", o, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Winner != "none" || !strings.HasPrefix(rep.From, "seeded from ") || rep.Original != "mq-deadline" ||
+		rep.Provenance != "probe: none 143K IOPS vs mq-deadline 111K (+29%), depth-1 p99 +2%" {
+		t.Errorf("seeded: winner %s from %q original %s provenance %q reason %q", rep.Winner, rep.From, rep.Original, rep.Provenance, rep.Reason)
+	}
+	// max_age excludes it: then a probe is tried, and refused here.
+	if _, err := r.Probe(context.Background(), "vda", o, false, time.Minute); err == nil {
+		t.Error("a result older than max_age was used")
+	}
+	// --fresh probes whatever is remembered.
+	if _, err := r.Probe(context.Background(), "vda", o, true, 0); err == nil {
+		t.Error("fresh: no probe was tried")
+	}
+	vdb, err := fs.Device("vdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if KeyOf(fs, vdb) != KeyOf(fs, vda) {
+		if rep, _ := r.Lookup(vdb, o, 0); rep != nil {
+			t.Errorf("vdb (another key) got vda's result: %+v", rep)
+		}
+	}
+}
+
+// TestRunnerAsksForProcs: a probe through psync asks the runner's owner
+// for a goroutine per reader and one more, and gives them back when it
+// ends (here refused: the fake tree has no device nodes); the probe never
+// sets GOMAXPROCS itself.
+func TestRunnerAsksForProcs(t *testing.T) {
+	fs, err := sysfs.NewFS("../../testdata/sysfs/cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var asked []int
+	released := 0
+	r := &Runner{FS: fs, DevDir: filepath.Join(dir, "no-dev"), StateDir: filepath.Join(dir, "state"), Store: OpenStore(filepath.Join(dir, "state"), nil),
+		Procs: func(n int) func() {
+			asked = append(asked, n)
+			return func() { released++ }
+		}}
+	procs := runtime.GOMAXPROCS(0)
+	o := DefaultOptions()
+	o.Engine, o.Depth, o.Depths = EnginePsync, 8, []int{1, 4}
+	if _, err := r.Probe(context.Background(), "vda", o, true, 0); err == nil {
+		t.Fatal("a probe without a device node was not refused")
+	}
+	if !slices.Equal(asked, []int{9}) || released != 1 {
+		t.Errorf("psync depth 8, depths 1, 4: asked for %v, released %d times; want [9], once", asked, released)
+	}
+	// The curve's deepest point, when deeper, is what counts.
+	asked, released = nil, 0
+	o.Depths = []int{1, 16}
+	r.Probe(context.Background(), "vda", o, true, 0)
+	if !slices.Equal(asked, []int{17}) || released != 1 {
+		t.Errorf("psync depth 8, depths 1, 16: asked for %v, released %d times; want [17], once", asked, released)
+	}
+	o.Depths = []int{1, 4}
+	if runtime.GOMAXPROCS(0) != procs {
+		t.Errorf("GOMAXPROCS %d after the probe, was %d", runtime.GOMAXPROCS(0), procs)
+	}
+	if _, err := newUringEngine(); err != nil {
+		t.Skipf("io_uring not available here: %v", err)
+	}
+	asked = nil
+	o.Engine = EngineIOUring
+	r.Probe(context.Background(), "vda", o, true, 0)
+	if len(asked) != 0 {
+		t.Errorf("io_uring asked for %v goroutines; it reads from one", asked)
+	}
+}
