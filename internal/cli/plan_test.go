@@ -29,7 +29,7 @@ func TestGoldenPlan(t *testing.T) {
 		{"plan.txt", cloudArgs("testdata/sysfs/cloud", "plan"), 0},
 		{"plan.json", cloudArgs("testdata/sysfs/cloud", "plan", "--json"), 0},
 		{"plan-named.txt", cloudArgs("testdata/sysfs/cloud", "plan", "vda", "ram0"), 0},
-		{"plan-default.txt", []string{"--sysfs", "testdata/sysfs/cloud", "--dev", "testdata/dev-empty", "--policy", "policy/default.toml", "plan"}, 0},
+		{"plan-default.txt", []string{"--sysfs", "testdata/sysfs/cloud", "--dev", "testdata/dev-empty", "--policy", "internal/policy/default.toml", "plan"}, 0},
 		// Unreadable schedulers stop settings the policy wants: exit 1.
 		{"plan-broken-tree.txt", cloudArgs("testdata/sysfs/broken", "plan"), 1},
 	} {
@@ -240,12 +240,12 @@ func TestGoldenCheck(t *testing.T) {
 func TestDefaultPolicyIsTheEmbeddedOne(t *testing.T) {
 	inRepoRoot(t)
 	out, _, code := runMain(t, "default-policy")
-	want, err := os.ReadFile("policy/default.toml")
+	want, err := os.ReadFile("internal/policy/default.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if code != 0 || !bytes.Equal(out, want) {
-		t.Errorf("default-policy: exit %d, output differs from policy/default.toml", code)
+		t.Errorf("default-policy: exit %d, output differs from internal/policy/default.toml", code)
 	}
 	// What it prints is a valid policy an admin can start from.
 	f := filepath.Join(t.TempDir(), "policy.toml")

@@ -10,7 +10,7 @@ import (
 // each comes from), through the commands a user runs on them.
 
 func realTree(tree string, args ...string) []string {
-	return append([]string{"--sysfs", "testdata/sysfs/" + tree, "--dev", "testdata/dev-empty", "--policy", "policy/default.toml"}, args...)
+	return append([]string{"--sysfs", "testdata/sysfs/" + tree, "--dev", "testdata/dev-empty", "--policy", "internal/policy/default.toml"}, args...)
 }
 
 func TestGoldenRealTrees(t *testing.T) {
@@ -57,7 +57,7 @@ func TestPartitionNamedIsAnError(t *testing.T) {
 		tree := copyTree(t, "testdata/sysfs/"+tt.tree)
 		before := snapshot(t, tree)
 		for _, cmd := range [][]string{{"list"}, {"plan"}, {"apply"}, {"apply", "--dry-run"}, {"explain"}} {
-			args := append([]string{"--sysfs", tree, "--dev", "testdata/dev-empty", "--policy", "policy/default.toml"}, cmd...)
+			args := append([]string{"--sysfs", tree, "--dev", "testdata/dev-empty", "--policy", "internal/policy/default.toml"}, cmd...)
 			stdout, stderr, code := runMain(t, append(args, tt.part)...)
 			want := "iosched: " + tt.part + " is a partition of " + tt.disk + ", not a whole disk: name " + tt.disk + "\n"
 			if code != 1 || string(stderr) != want || len(stdout) != 0 {
@@ -101,7 +101,7 @@ func TestNoWaitForeignTreeWithoutDev(t *testing.T) {
 		t.Errorf("list ends:\n%s\nwant %q", stdout, want)
 	}
 	// explain says it on the disk's own line.
-	stdout, _, _ = runMain(t, "--sysfs", "testdata/sysfs/cloud", "--policy", "policy/default.toml", "explain", "loop0")
+	stdout, _, _ = runMain(t, "--sysfs", "testdata/sysfs/cloud", "--policy", "internal/policy/default.toml", "explain", "loop0")
 	if !strings.Contains(string(stdout), "nowait:      ? (the sysfs tree testdata/sysfs/cloud is not this machine's /sys") {
 		t.Errorf("explain loop0:\n%s", stdout)
 	}
@@ -110,7 +110,7 @@ func TestNoWaitForeignTreeWithoutDev(t *testing.T) {
 func TestSysfsOneLevelAboveHint(t *testing.T) {
 	inRepoRoot(t)
 	for _, cmd := range []string{"list", "plan", "explain"} {
-		args := []string{"--sysfs", "testdata/sysfs/capture", "--policy", "policy/default.toml", cmd}
+		args := []string{"--sysfs", "testdata/sysfs/capture", "--policy", "internal/policy/default.toml", cmd}
 		if cmd == "explain" {
 			args = append(args, "loop0")
 		}

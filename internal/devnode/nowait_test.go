@@ -59,7 +59,7 @@ func TestFillRelativeDir(t *testing.T) {
 	// relative --dev is the same on every machine.
 	d := &sysfs.Device{Name: "vda", MajorMinor: "254:0"}
 	Fill("../../testdata/dev-empty", d)
-	if d.NoWait != nil || d.NoWaitReason != "open ../testdata/dev-empty/vda: no such file or directory" {
+	if d.NoWait != nil || d.NoWaitReason != "open ../../testdata/dev-empty/vda: no such file or directory" {
 		t.Fatalf("NoWait %v reason %q", d.NoWait, d.NoWaitReason)
 	}
 }
@@ -171,7 +171,7 @@ func TestNodesFor(t *testing.T) {
 		d := &sysfs.Device{Name: "vda", DevName: "vda", MajorMinor: "254:0"}
 		n.Fill(d)
 		if tt.dir == "" {
-			want := "the sysfs tree ../testdata/sysfs/cloud is not this machine's /sys, so /dev does not hold its disks' nodes"
+			want := "the sysfs tree ../../testdata/sysfs/cloud is not this machine's /sys, so /dev does not hold its disks' nodes"
 			if d.NoWait != nil || d.NoWaitReason != want || !n.Refused() {
 				t.Errorf("NodesFor(%q, %q): nowait %v reason %q, want unknown: %q", tt.sysfs, tt.dev, d.NoWait, d.NoWaitReason, want)
 			}
