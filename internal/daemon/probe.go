@@ -258,7 +258,7 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string,
 			dp.state.Interim = strings.Join(s.Values, " ")
 		}
 	}
-	opts := probe.FromPolicy(pr)
+	opts := pipeline.ProbeOptions(pr)
 	runner := d.probeRunner(pol)
 	dec, err := d.pipe.LookUpProbe(pol, dev)
 	if rep := dec.Report; rep != nil {

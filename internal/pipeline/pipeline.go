@@ -116,13 +116,13 @@ func (d ProbeDecision) Probed() bool { return d.Probe != nil }
 // its scheduler yet: the policy's own (the interim value) stands.
 func (d ProbeDecision) Pending() bool { return d.Probe != nil && d.Report == nil }
 
-// Decided is ev with the decision's scheduler (probe.Report.Decided), or ev
+// Decided is ev with the decision's scheduler (see decided), or ev
 // as it is while there is none.
 func (d ProbeDecision) Decided(ev policy.Evaluation) policy.Evaluation {
 	if d.Report == nil {
 		return ev
 	}
-	return d.Report.Decided(ev, d.Rule)
+	return decided(d.Report, ev, d.Rule)
 }
 
 // LookUpProbe finds the decision remembered (probes.json in StateDir) or
@@ -143,7 +143,7 @@ func (p *Pipeline) LookUpProbe(pol *policy.Policy, dev *sysfs.Device) (ProbeDeci
 		return ProbeDecision{}, err
 	}
 	runner := &probe.Runner{FS: p.FS, StateDir: p.StateDir, Store: probe.OpenStore(p.StateDir, pol.Daemon.ProbeResults)}
-	rep, err := runner.Lookup(full, probe.FromPolicy(pr), pr.MaxAge)
+	rep, err := runner.Lookup(full, ProbeOptions(pr), pr.MaxAge)
 	return ProbeDecision{Rule: rule, Probe: pr, Report: rep}, err
 }
 

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/iosched/iosched/internal/policy"
 	"github.com/iosched/iosched/internal/probe/probeopt"
 )
 
@@ -22,14 +21,6 @@ type Options struct {
 // DefaultOptions are what `iosched probe` and [rule.probe] use for what
 // they do not set.
 func DefaultOptions() Options { return Options{Options: probeopt.Default()} }
-
-// FromPolicy turns a rule's [rule.probe] into options.
-func FromPolicy(p *policy.Probe) Options {
-	o := p.Options
-	o.Candidates = slices.Clone(o.Candidates)
-	o.Depths = slices.Clone(o.Depths)
-	return Options{Options: o}
-}
 
 func (o *Options) fill() { o.Options = o.WithDefaults() }
 

@@ -1,19 +1,31 @@
-package probe
+package pipeline
 
 import (
 	"slices"
 
 	"github.com/iosched/iosched/internal/policy"
+	"github.com/iosched/iosched/internal/probe"
 )
 
-// Decided is ev with the scheduler this report chose as the disk's
-// scheduler setting, the probe's provenance beside the rule's name
+// The probe measures and knows nothing of the policy: what a rule asks of
+// it, and what its report makes of the rule's settings, are decided here.
+
+// ProbeOptions turns a rule's [rule.probe] into a probe's options.
+func ProbeOptions(p *policy.Probe) probe.Options {
+	o := p.Options
+	o.Candidates = slices.Clone(o.Candidates)
+	o.Depths = slices.Clone(o.Depths)
+	return probe.Options{Options: o}
+}
+
+// decided is ev with the scheduler r chose as the disk's scheduler
+// setting, the probe's provenance beside the rule's name
 // (`x (probe: none 143K IOPS vs ...)`): what the daemon applies, and what
 // plan and apply show, so that the three agree. A scheduler setting of
 // the policy's is overridden (it was the interim value until the probe
 // decided); without one, the decision is inserted first, where the
 // scheduler is written.
-func (r *Report) Decided(ev policy.Evaluation, rule string) policy.Evaluation {
+func decided(r *probe.Report, ev policy.Evaluation, rule string) policy.Evaluation {
 	s := policy.Setting{Attribute: "scheduler", Values: []string{r.Winner}, Rule: rule + " (" + r.Provenance + ")"}
 	settings := slices.Clone(ev.Settings)
 	i := slices.IndexFunc(settings, func(x policy.Setting) bool { return x.Attribute == s.Attribute })
