@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/policy"
 )
 
@@ -51,8 +52,8 @@ func TestCloudInitPolicyParses(t *testing.T) {
 	if !strings.HasPrefix(string(doc), "#cloud-config\n") {
 		t.Error("cloud-init.yaml does not start with #cloud-config: cloud-init would ignore it")
 	}
-	text := cloudInitPolicy(t, string(doc), policy.DefaultFile)
-	p, err := policy.Parse(policy.File{Name: "cloud-init.yaml:" + policy.DefaultFile, Data: []byte(text)})
+	text := cloudInitPolicy(t, string(doc), paths.Default.PolicyFile)
+	p, err := policy.Parse(policy.File{Name: "cloud-init.yaml:" + paths.Default.PolicyFile, Data: []byte(text)})
 	if err != nil {
 		t.Fatalf("the policy in cloud-init.yaml is invalid:\n%v", err)
 	}

@@ -19,7 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/iosched/iosched/internal/disklock"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/policy"
 )
 
@@ -342,7 +342,7 @@ func TestManifestsLeastPrivilege(t *testing.T) {
 	if _, ok := flagValue(c.Args, "dev"); ok {
 		t.Error("--dev: an unprivileged container cannot open block devices; no /dev is mounted")
 	}
-	lockDir := filepath.Dir(disklock.DefaultPath) // the daemon's, and the host's CLI's
+	lockDir := filepath.Dir(paths.Default.DiskLock) // the daemon's, and the host's CLI's
 	allowedHostPaths := map[string]string{"/sys": sysfsDir, "/var/lib/iosched": stateDir, lockDir: lockDir}
 	mounted := map[string]bool{}
 	for _, vm := range c.VolumeMounts {
@@ -368,8 +368,8 @@ func TestManifestsLeastPrivilege(t *testing.T) {
 			if v.ConfigMap.Name != m.configMaps[0].Metadata.Name {
 				t.Errorf("volume %s: ConfigMap %q, want %q", v.Name, v.ConfigMap.Name, m.configMaps[0].Metadata.Name)
 			}
-			if vm.MountPath != policy.DefaultDir || !vm.ReadOnly {
-				t.Errorf("policy mounted at %s (read-only %v), want %s read-only", vm.MountPath, vm.ReadOnly, policy.DefaultDir)
+			if vm.MountPath != paths.Default.PolicyDir || !vm.ReadOnly {
+				t.Errorf("policy mounted at %s (read-only %v), want %s read-only", vm.MountPath, vm.ReadOnly, paths.Default.PolicyDir)
 			}
 		case v.EmptyDir != nil:
 			if vm.MountPath != runtimeDir {

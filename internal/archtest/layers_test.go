@@ -15,7 +15,9 @@ const module = "github.com/iosched/iosched/"
 // it all. A package may import only packages listed before it. A new
 // package gets its place here (the test fails until it has one).
 var layers = []string{
-	// Files, processes, goroutines, logs: no knowledge of disks.
+	// Where files are, files, processes, goroutines, logs: no knowledge of
+	// disks.
+	"internal/paths",
 	"internal/fileio",
 	"internal/procs",
 	"internal/tasks",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/iosched/iosched/internal/adapt"
 	"github.com/iosched/iosched/internal/observe"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/policy"
 	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/sysfs"
@@ -96,7 +97,7 @@ why); 2 for a bad flag.`,
 			if err != nil {
 				return err
 			}
-			src := &resultSource{stateDir: stateDir, store: probe.OpenStore(stateDir, seeds), defaultDir: stateDir == probe.DefaultStateDir, now: time.Now()}
+			src := &resultSource{stateDir: stateDir, store: probe.OpenStore(stateDir, seeds), defaultDir: stateDir == paths.Default.State, now: time.Now()}
 			failed := false
 			for i := range rows {
 				r := &rows[i]
@@ -130,7 +131,7 @@ why); 2 for a bad flag.`,
 	f := cmd.Flags()
 	f.DurationVar(&interval, "interval", 10*time.Second, "how long to watch the disks")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
-	f.StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where probe results are remembered (the daemon's)")
+	f.StringVar(&stateDir, "state-dir", paths.Default.State, "where probe results are remembered (the daemon's)")
 	return cmd
 }
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/iosched/iosched/internal/apply"
 	"github.com/iosched/iosched/internal/disklock"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/pipeline"
-	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -116,7 +116,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: show what would be written")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&e.stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
+	cmd.Flags().StringVar(&e.stateDir, "state-dir", paths.Default.State, "where the daemon remembers probe results ([rule.probe])")
 	return cmd
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/iosched/iosched/internal/conflicts"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/pipeline"
 	"github.com/iosched/iosched/internal/plan"
 	"github.com/iosched/iosched/internal/sysfs"
@@ -18,7 +19,7 @@ import (
 // this machine's rules say nothing about it, so they are read only when
 // --root is given too. nil: nothing to read.
 func (e *env) loadWriters() (*conflicts.Set, []string) {
-	if filepath.Clean(e.sysfsRoot) != sysfs.DefaultRoot && (e.flags == nil || !e.flags.Changed("root")) {
+	if filepath.Clean(e.sysfsRoot) != paths.Default.Sys && (e.flags == nil || !e.flags.Changed("root")) {
 		return nil, nil
 	}
 	set, err := conflicts.Load(e.root)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/iosched/iosched/internal/daemon"
 	"github.com/iosched/iosched/internal/journallog"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/policy"
 	"github.com/iosched/iosched/internal/procs"
 )
@@ -180,8 +181,8 @@ when the disk answers, whatever signal it gets.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&ueventSource, "uevent-source", "", `"kernel" or "udev" (default: the policy's [daemon] uevent_source, else kernel)`)
-	f.StringVar(&runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "where state.json is kept")
-	f.StringVar(&stateDir, "state-dir", daemon.DefaultStateDir, "where what must survive a restart is kept (original values for restore_on_exit)")
+	f.StringVar(&runtimeDir, "runtime-dir", paths.Default.Runtime, "where state.json is kept")
+	f.StringVar(&stateDir, "state-dir", paths.Default.State, "where what must survive a restart is kept (original values for restore_on_exit)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.IntVar(&parallel, "parallel", daemon.DefaultParallel, "how many disks are handled at once")
 	return cmd

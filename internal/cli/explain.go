@@ -10,11 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iosched/iosched/internal/daemon"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/pipeline"
 	"github.com/iosched/iosched/internal/plan"
 	"github.com/iosched/iosched/internal/policy"
-	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/internal/sysfs"
 )
@@ -68,8 +67,8 @@ func newExplainCmd(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&e.stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
-	cmd.Flags().StringVar(&runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "the running daemon's runtime directory: its adaptive choice for the disk ([rule.adapt])")
+	cmd.Flags().StringVar(&e.stateDir, "state-dir", paths.Default.State, "where the daemon remembers probe results ([rule.probe])")
+	cmd.Flags().StringVar(&runtimeDir, "runtime-dir", paths.Default.Runtime, "the running daemon's runtime directory: its adaptive choice for the disk ([rule.adapt])")
 	return cmd
 }
 

@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/pipeline"
 	"github.com/iosched/iosched/internal/plan"
-	"github.com/iosched/iosched/internal/probe"
 )
 
 func newPlanCmd(e *env) *cobra.Command {
@@ -82,7 +82,7 @@ when something would, 1 on error.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when something would change, 0 when nothing would")
-	cmd.Flags().StringVar(&e.stateDir, "state-dir", probe.DefaultStateDir, "where the daemon remembers probe results ([rule.probe])")
+	cmd.Flags().StringVar(&e.stateDir, "state-dir", paths.Default.State, "where the daemon remembers probe results ([rule.probe])")
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/policy"
 	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/probe/probeopt"
@@ -195,7 +196,7 @@ otherwise (a refusal says why).`,
 	f.BoolVar(&apply, "apply", false, "keep the winner instead of restoring the original scheduler")
 	f.BoolVar(&fresh, "fresh", false, "probe even when a result is remembered")
 	f.BoolVar(&force, "force", false, "probe a disk that others are using")
-	f.StringVar(&stateDir, "state-dir", probe.DefaultStateDir, "where probe results and the originals being probed are kept (the daemon's)")
+	f.StringVar(&stateDir, "state-dir", paths.Default.State, "where probe results and the originals being probed are kept (the daemon's)")
 	f.StringVar(&export, "export", "", "write the remembered results to FILE (for [daemon] probe_results)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iosched/iosched/internal/daemon"
 	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/looptest"
-	"github.com/iosched/iosched/internal/probe"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -286,7 +285,7 @@ func TestIntegrationProbeConcurrent(t *testing.T) {
 // The probe's default state directory is the daemon's: results an admin's
 // `iosched probe` remembers are the daemon's to use.
 func TestProbeStateDirIsTheDaemons(t *testing.T) {
-	if probe.DefaultStateDir != daemon.DefaultStateDir {
-		t.Errorf("probe.DefaultStateDir %q, daemon.DefaultStateDir %q", probe.DefaultStateDir, daemon.DefaultStateDir)
+	if paths.Default.State != paths.Default.State {
+		t.Errorf("paths.Default.State %q, paths.Default.State %q", paths.Default.State, paths.Default.State)
 	}
 }

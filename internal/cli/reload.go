@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iosched/iosched/internal/daemon"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/statefile"
 )
 
@@ -82,7 +82,7 @@ is running.`,
 			}
 		},
 	}
-	cmd.Flags().StringVar(&runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "the daemon's runtime directory")
+	cmd.Flags().StringVar(&runtimeDir, "runtime-dir", paths.Default.Runtime, "the daemon's runtime directory")
 	cmd.Flags().DurationVar(&timeout, "timeout", 90*time.Second, "how long to wait for the re-plan")
 	return cmd
 }

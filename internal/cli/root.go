@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/iosched/iosched/internal/devnode"
 	"github.com/iosched/iosched/internal/disklock"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -92,11 +92,11 @@ daemon that follows hot-plug uevents.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
-	pf.StringVar(&e.sysfsRoot, "sysfs", sysfs.DefaultRoot, "root of the sysfs tree to read and write")
-	pf.StringVar(&e.devDir, "dev", "", "directory holding the block device nodes (default "+devnode.DefaultDir+" when --sysfs is "+sysfs.DefaultRoot+"; with another --sysfs, nodes are opened only in the --dev given)")
+	pf.StringVar(&e.sysfsRoot, "sysfs", paths.Default.Sys, "root of the sysfs tree to read and write")
+	pf.StringVar(&e.devDir, "dev", "", "directory holding the block device nodes (default "+paths.Default.Dev+" when --sysfs is "+paths.Default.Sys+"; with another --sysfs, nodes are opened only in the --dev given)")
 	pf.StringVar(&e.root, "root", "/", "root of the tree whose udev rules and tuned profile may undo the policy (read with a --sysfs other than /sys only when given)")
 	e.flags = pf
-	pf.StringVar(&e.lockFile, "lock-file", disklock.DefaultPath, "the machine's lock of disks' settings, shared by the daemon, apply and probes (for tests)")
+	pf.StringVar(&e.lockFile, "lock-file", paths.Default.DiskLock, "the machine's lock of disks' settings, shared by the daemon, apply and probes (for tests)")
 	if err := pf.MarkHidden("lock-file"); err != nil {
 		panic(err) // the flag is defined just above
 	}

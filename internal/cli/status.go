@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iosched/iosched/internal/daemon"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/statefile"
 )
 
@@ -55,7 +55,7 @@ status): a state file whose pid is gone, or is not the daemon that wrote it
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the state as JSON")
 	cmd.Flags().BoolVar(&all, "all", false, "list the disks no rule matched too")
-	cmd.Flags().StringVar(&runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "the daemon's runtime directory")
+	cmd.Flags().StringVar(&runtimeDir, "runtime-dir", paths.Default.Runtime, "the daemon's runtime directory")
 	return cmd
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/iosched/iosched/internal/disklock"
 	"github.com/iosched/iosched/internal/metrics"
 	"github.com/iosched/iosched/internal/observe"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/pipeline"
 	"github.com/iosched/iosched/internal/policy"
 	"github.com/iosched/iosched/internal/procs"
@@ -32,12 +33,8 @@ import (
 	"github.com/iosched/iosched/internal/uevent"
 )
 
-// Defaults.
-const (
-	DefaultRuntimeDir = "/run/iosched"
-	DefaultStateDir   = "/var/lib/iosched"
-	DefaultParallel   = 64
-)
+// DefaultParallel is how many disks' passes run at once by default.
+const DefaultParallel = 64
 
 // Config is what a daemon needs; the zero value of each field means its
 // default.
@@ -64,7 +61,7 @@ type Config struct {
 	RuntimeDir string
 	StateDir   string
 	// LockFile is the machine's lock of disks' settings (default
-	// disklock.DefaultPath), which `iosched apply` and probes take too:
+	// paths.Default.DiskLock), which `iosched apply` and probes take too:
 	// not under StateDir, so that one started with another state
 	// directory is still excluded.
 	LockFile string
@@ -201,7 +198,7 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.FS = fs
 	}
 	if cfg.DevDir == "" {
-		cfg.DevDir = devnode.DefaultDir
+		cfg.DevDir = paths.Default.Dev
 	}
 	switch cfg.UeventSource {
 	case "", "kernel", "udev":
@@ -215,10 +212,10 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.UdevControl = "/run/udev/control"
 	}
 	if cfg.RuntimeDir == "" {
-		cfg.RuntimeDir = DefaultRuntimeDir
+		cfg.RuntimeDir = paths.Default.Runtime
 	}
 	if cfg.StateDir == "" {
-		cfg.StateDir = DefaultStateDir
+		cfg.StateDir = paths.Default.State
 	}
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = DefaultParallel

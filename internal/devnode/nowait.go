@@ -12,11 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/sysfs"
 )
-
-// DefaultDir is where device nodes live.
-const DefaultDir = "/dev"
 
 // probeSize is one aligned page: a valid O_DIRECT read on any logical block
 // size up to 4 KiB.
@@ -46,7 +44,7 @@ func NoWait(devDir, name, majorMinor string) (*bool, string) {
 		return nil, err.Error()
 	}
 	if devDir == "" {
-		devDir = DefaultDir
+		devDir = paths.Default.Dev
 	}
 	p := filepath.Join(devDir, name)
 	// O_NONBLOCK: a FIFO put where the node should be would hold open(2)
@@ -145,7 +143,7 @@ type Nodes struct {
 }
 
 // NodesFor is where the nodes of the disks of the sysfs tree at sysfsRoot
-// are: devDir when given (not ""); DefaultDir when the tree is this
+// are: devDir when given (not ""); paths.Default.Dev when the tree is this
 // machine's /sys. For any other tree (a copy from another machine, a fake
 // one) no node is opened unless devDir is given: this machine's /dev/loop0
 // has the same numbers as another machine's loop0, and would answer for it.
@@ -153,10 +151,10 @@ func NodesFor(sysfsRoot, devDir string) Nodes {
 	switch {
 	case devDir != "":
 		return Nodes{dir: devDir}
-	case sameDir(sysfsRoot, sysfs.DefaultRoot):
-		return Nodes{dir: DefaultDir}
+	case sameDir(sysfsRoot, paths.Default.Sys):
+		return Nodes{dir: paths.Default.Dev}
 	}
-	return Nodes{refused: fmt.Sprintf("the sysfs tree %s is not this machine's %s, so %s does not hold its disks' nodes", sysfsRoot, sysfs.DefaultRoot, DefaultDir)}
+	return Nodes{refused: fmt.Sprintf("the sysfs tree %s is not this machine's %s, so %s does not hold its disks' nodes", sysfsRoot, paths.Default.Sys, paths.Default.Dev)}
 }
 
 // Refused reports whether no node is opened (the tree is not this

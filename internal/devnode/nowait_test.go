@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -159,9 +160,9 @@ func TestNodesFor(t *testing.T) {
 	tests := []struct {
 		sysfs, dev, dir string
 	}{
-		{"/sys", "", DefaultDir},
-		{"/sys/", "", DefaultDir},
-		{"", "", DefaultDir},
+		{"/sys", "", paths.Default.Dev},
+		{"/sys/", "", paths.Default.Dev},
+		{"", "", paths.Default.Dev},
 		{"/sys", "/tmp/nodes", "/tmp/nodes"},
 		{"../../testdata/sysfs/cloud", "../../testdata/dev-empty", "../../testdata/dev-empty"},
 		{"../../testdata/sysfs/cloud", "", ""},

@@ -9,14 +9,9 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/iosched/iosched/internal/paths"
 	"golang.org/x/sys/unix"
 )
-
-// DefaultPath is the machine's lock file. It does not depend on a state
-// directory: a probe started with one and an `apply` with another must
-// still exclude each other. /run/lock is a tmpfs (FHS 3.0, 5.9): the locks
-// of a boot go with it.
-const DefaultPath = "/run/lock/iosched/disks.lock"
 
 // Locks is one process's way to the lock file at a path: every disk's lock
 // is one byte of that file (at an offset from a hash of the disk's name),
@@ -47,11 +42,11 @@ type Locks struct {
 	closing bool            // Close was called: close fd once nothing is held
 }
 
-// New returns the locks kept in the file at path (DefaultPath when empty).
+// New returns the locks kept in the file at path (paths.Default.DiskLock when empty).
 // Nothing is opened until a disk is locked or asked about.
 func New(path string) *Locks {
 	if path == "" {
-		path = DefaultPath
+		path = paths.Default.DiskLock
 	}
 	return &Locks{path: path, fd: -1, held: map[string]bool{}}
 }

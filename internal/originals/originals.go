@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/fileio"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -55,7 +56,7 @@ type legacyProbe struct {
 // BootID is this boot's id (/proc/sys/kernel/random/boot_id), "" when it
 // cannot be read.
 func BootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	b, err := os.ReadFile(paths.Default.BootID)
 	if err != nil {
 		return ""
 	}

@@ -10,13 +10,7 @@ import (
 	"strings"
 
 	"github.com/iosched/iosched/internal/fileio"
-)
-
-// The default policy locations: the main file, then every *.toml file of the
-// drop-in directory in lexical order.
-const (
-	DefaultFile = "/etc/iosched/policy.toml"
-	DefaultDir  = "/etc/iosched/policy.d"
+	"github.com/iosched/iosched/internal/paths"
 )
 
 // Size limits. A policy is a few KiB of TOML; the limits keep a file that is
@@ -42,7 +36,7 @@ func Embedded() []byte { return append([]byte{}, embedded...) }
 // larger than MaxFileSize, all together no larger than MaxPolicySize: a
 // FIFO, a device or an oversized file is an error.
 func Load(path string) (*Policy, error) {
-	return loader{file: DefaultFile, dir: DefaultDir}.load(path)
+	return loader{file: paths.Default.PolicyFile, dir: paths.Default.PolicyDir}.load(path)
 }
 
 // loader holds the default locations, so tests can point them at temporary

@@ -14,8 +14,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-
-	"github.com/iosched/iosched/internal/policy"
+	"github.com/iosched/iosched/internal/paths"
 )
 
 // DefaultDebounce is how long the files must be quiet before a reload is
@@ -31,8 +30,8 @@ const maxHashed = 4 << 20
 // Options say what to follow.
 type Options struct {
 	// Path is the policy as the daemon loads it (policy.Load): a file, a
-	// directory of *.toml files, or "" for policy.DefaultFile and
-	// policy.DefaultDir.
+	// directory of *.toml files, or "" for paths.Default.PolicyFile and
+	// paths.Default.PolicyDir.
 	Path string
 	// Debounce is the quiet time before a signal; DefaultDebounce if 0.
 	Debounce time.Duration
@@ -70,7 +69,7 @@ func New(opts Options) (*Watcher, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return newWatcher(opts, policy.DefaultFile, policy.DefaultDir)
+	return newWatcher(opts, paths.Default.PolicyFile, paths.Default.PolicyDir)
 }
 
 func newWatcher(opts Options, file, dir string) (*Watcher, error) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/iosched/iosched/internal/devnode"
 	"github.com/iosched/iosched/internal/disklock"
+	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/sysfs"
 	"github.com/iosched/iosched/internal/tasks"
 )
@@ -21,7 +22,7 @@ import (
 // Disk is the disk to probe, by name, and the trees it is seen through.
 type Disk struct {
 	FS     sysfs.FS
-	DevDir string // default devnode.DefaultDir
+	DevDir string // default paths.Default.Dev
 	// StateDir holds the originals records and probes.json.
 	StateDir string
 	// Locks is the machine's lock of disks (disklock.New("") when nil): the
@@ -167,7 +168,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 		return nil, err
 	}
 	if t.DevDir == "" {
-		t.DevDir = devnode.DefaultDir
+		t.DevDir = paths.Default.Dev
 	}
 	name := t.Name
 	dev, err := t.FS.Device(name)

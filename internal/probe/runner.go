@@ -12,10 +12,6 @@ import (
 	"github.com/iosched/iosched/internal/tasks"
 )
 
-// DefaultStateDir is the daemon's state directory, where probes keep their
-// results and the originals of a probe in progress.
-const DefaultStateDir = "/var/lib/iosched"
-
 // Runner is what `iosched probe` and the daemon use: a remembered decision
 // when there is one, else a probe whose result is remembered.
 //

@@ -9,11 +9,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/iosched/iosched/internal/paths"
 	"golang.org/x/sys/unix"
 )
-
-// DefaultRoot is where the kernel mounts sysfs.
-const DefaultRoot = "/sys"
 
 // FS is a sysfs tree rooted at a directory.
 type FS struct {
@@ -156,11 +154,11 @@ func (c *pathCache) forget(name string) {
 	delete(c.m, name)
 }
 
-// NewFS returns the sysfs tree rooted at root ("" means DefaultRoot). The root
+// NewFS returns the sysfs tree rooted at root ("" means paths.Default.Sys). The root
 // must be an existing directory.
 func NewFS(root string) (FS, error) {
 	if root == "" {
-		root = DefaultRoot
+		root = paths.Default.Sys
 	}
 	st, err := os.Stat(root)
 	if err != nil {
