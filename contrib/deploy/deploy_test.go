@@ -45,6 +45,7 @@ func cloudInitPolicy(t *testing.T, doc, path string) string {
 }
 
 func TestCloudInitPolicyParses(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("cloud-init.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -263,6 +263,7 @@ func mebibytes(t *testing.T, q string) float64 {
 }
 
 func TestManifestsLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	m := load(t)
 	ds := m.daemonSets[0]
 	ns := m.namespaces[0].Metadata.Name
@@ -422,6 +423,7 @@ func TestManifestsLeastPrivilege(t *testing.T) {
 // The ConfigMap's policy passes the real parser, in kernel mode (udevd's
 // events would not reach a pod without hostNetwork).
 func TestConfigMapPolicy(t *testing.T) {
+	t.Parallel()
 	m := load(t)
 	cm := m.configMaps[0]
 	if len(cm.Data) == 0 {
@@ -451,6 +453,7 @@ func TestConfigMapPolicy(t *testing.T) {
 // onto an image with no libc. Its build command, run here, must give a
 // binary with no program interpreter and no dynamic section.
 func TestContainerfileStatic(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("Containerfile")
 	if err != nil {
 		t.Fatal(err)

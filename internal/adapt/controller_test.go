@@ -123,6 +123,7 @@ func fastOpt() adaptopt.Options {
 }
 
 func TestControllerScenarios(t *testing.T) {
+	t.Parallel()
 	const S, W = time.Second, 10 * time.Second
 	minutes := func(n int) time.Duration { return time.Duration(n) * time.Minute }
 	for _, tc := range []struct {
@@ -331,6 +332,7 @@ func TestControllerScenarios(t *testing.T) {
 }
 
 func TestControllerState(t *testing.T) {
+	t.Parallel()
 	const W = 10 * time.Second
 	curves, order := crossing()
 	_, c := run(t, fastOpt(), curves, order, "mq-deadline", []phase{
@@ -367,6 +369,7 @@ func TestControllerState(t *testing.T) {
 // write) starts the agreement again: the window must agree on the
 // scheduler the disk really has.
 func TestControllerExternalChange(t *testing.T) {
+	t.Parallel()
 	curves, order := crossing()
 	c, err := NewController(fastOpt(), curves, order, "none")
 	if err != nil {
@@ -397,6 +400,7 @@ func TestControllerExternalChange(t *testing.T) {
 
 // Reset (a gap in the samples) and new curves start the agreement again.
 func TestControllerResetAndSetCurves(t *testing.T) {
+	t.Parallel()
 	curves, order := crossing()
 	c, err := NewController(fastOpt(), curves, order, "none")
 	if err != nil {
@@ -481,6 +485,7 @@ func TestControllerFixedMemory(t *testing.T) {
 }
 
 func TestNewControllerRefusesBadOptions(t *testing.T) {
+	t.Parallel()
 	curves, order := crossing()
 	opt := fastOpt()
 	opt.Window = opt.Sample
@@ -490,6 +495,7 @@ func TestNewControllerRefusesBadOptions(t *testing.T) {
 }
 
 func TestFormats(t *testing.T) {
+	t.Parallel()
 	for d, want := range map[float64]string{1: "1", 1.5: "1.5", 2.44: "2.4", 9.96: "10", 23.4: "23", 128: "128"} {
 		if got := fmtDepth(d); got != want {
 			t.Errorf("fmtDepth(%v) = %q, want %q", d, got, want)
@@ -504,6 +510,7 @@ func TestFormats(t *testing.T) {
 
 // Held names what keeps an agreed switch waiting.
 func TestControllerHeld(t *testing.T) {
+	t.Parallel()
 	const W = 10 * time.Second
 	curves, order := crossing()
 	opt := fastOpt()
@@ -555,6 +562,7 @@ func benchmarkObserve(b *testing.B, state bool) {
 }
 
 func TestSampleOf(t *testing.T) {
+	t.Parallel()
 	p := observe.Point{At: t0, Elapsed: time.Second, ReadIOPS: 300, WriteIOPS: 100, LatencyUs: 250, Busy: 0.5, QueueDepth: 4, BusyDepth: 8}
 	want := Sample{At: t0, Scheduler: "none", BusyDepth: 8, Busy: 0.5, IOPS: 400, Latency: 250 * time.Microsecond}
 	if got := SampleOf(p, "none"); got != want {
@@ -565,6 +573,7 @@ func TestSampleOf(t *testing.T) {
 // The guard waits for load at a similar depth; without any for a day it
 // closes without a verdict.
 func TestGuardGivesUpAfterADay(t *testing.T) {
+	t.Parallel()
 	const W = 10 * time.Second
 	curves, order := crossing()
 	_, c := run(t, fastOpt(), curves, order, "mq-deadline", []phase{load(W, 32), load(W, 12)})
@@ -580,6 +589,7 @@ func TestGuardGivesUpAfterADay(t *testing.T) {
 // Samples of nonsense (NaN or infinite figures, from counters that went
 // backwards) are idle: no verdict, no switch, a finite state.
 func TestControllerNonsenseSamples(t *testing.T) {
+	t.Parallel()
 	curves, order := crossing()
 	c, err := NewController(fastOpt(), curves, order, "none")
 	if err != nil {
@@ -611,6 +621,7 @@ func TestControllerNonsenseSamples(t *testing.T) {
 // point only: a third of the samples at depth 4, each 20 ms, leave the
 // depth-32 latency (1 ms before, 1.4 ms after) to compare.
 func TestGuardComparesLikeWithLike(t *testing.T) {
+	t.Parallel()
 	curves, order := crossing()
 	c, err := NewController(fastOpt(), curves, order, "mq-deadline")
 	if err != nil {

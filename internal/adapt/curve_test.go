@@ -16,6 +16,7 @@ func pts(xs ...float64) []probe.CurvePoint {
 }
 
 func TestIOPSAt(t *testing.T) {
+	t.Parallel()
 	c := pts(1, 1000, 4, 3000, 16, 5000)
 	for _, tc := range []struct {
 		depth, want float64
@@ -49,6 +50,7 @@ func TestIOPSAt(t *testing.T) {
 // 56-340% there), and losses down to 13.9% at depth 1. Which side of the
 // crossing a disk is on depends on the depth its workload runs at.
 func TestFavourKernelListFigures(t *testing.T) {
+	t.Parallel()
 	curves := map[string][]probe.CurvePoint{
 		"none":        pts(1, 86100, 128, 450000),
 		"mq-deadline": pts(1, 100000, 128, 270000),
@@ -78,6 +80,7 @@ func TestFavourKernelListFigures(t *testing.T) {
 }
 
 func TestCurvesOfOldRecord(t *testing.T) {
+	t.Parallel()
 	r := &probe.Record{Method: probe.Method{Depth: 32}, Figures: []probe.Candidate{
 		{Scheduler: "none", Figures: probe.Figures{IOPS: 300, QD1IOPS: 90}},
 		{Scheduler: "mq-deadline", Figures: probe.Figures{IOPS: 200, QD1IOPS: 100}},
@@ -101,6 +104,7 @@ func TestCurvesOfOldRecord(t *testing.T) {
 // probe of such a loop: at 32 reads in flight, 17.7 in the disk's count
 // with none and 6.8 with mq-deadline, the two within 10% of each other.
 func TestFavourReaderBound(t *testing.T) {
+	t.Parallel()
 	curves := map[string][]probe.CurvePoint{
 		"none": {
 			{Depth: 1, ObservedDepth: 0.6, IOPS: 14000}, {Depth: 4, ObservedDepth: 2.3, IOPS: 30000},
@@ -143,6 +147,7 @@ func TestFavourReaderBound(t *testing.T) {
 }
 
 func TestVerdictWhere(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		v    Verdict
 		want string

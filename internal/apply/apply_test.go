@@ -84,6 +84,7 @@ func (r *recorder) writes() []string {
 }
 
 func TestDeviceWritesInOrderAndReadsBack(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, map[string]map[string]string{
 		"vda": {"scheduler": "none [mq-deadline] kyber", "nr_requests": "256", "read_ahead_kb": "128", "iosched/fifo_batch": "16"},
 	})
@@ -140,6 +141,7 @@ func (r *resettingAttrs) WriteQueueAttr(name, attr, value string) error {
 }
 
 func TestValueResetBySwitchIsWrittenAgain(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, map[string]map[string]string{"loop1": {"scheduler": "[none] mq-deadline", "nr_requests": "128"}})
 	rec := &recorder{QueueAttrs: fs}
 	// The snapshot showed nr_requests=128 as wanted: the plan still lists it
@@ -157,6 +159,7 @@ func TestValueResetBySwitchIsWrittenAgain(t *testing.T) {
 }
 
 func TestDeviceRetriesEBUSY(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, map[string]map[string]string{"sda": {"scheduler": "[none] bfq"}})
 	rec := &recorder{QueueAttrs: fs, failOn: func(_, _ string, try int) error {
 		if try <= 2 {
@@ -178,6 +181,7 @@ func TestDeviceRetriesEBUSY(t *testing.T) {
 }
 
 func TestSchedulerFailureSkipsItsParameters(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, map[string]map[string]string{"sda": {"scheduler": "[none] bfq", "read_ahead_kb": "128"}})
 	rec := &recorder{QueueAttrs: fs, failOn: func(_, attr string, _ int) error {
 		if attr == "scheduler" {
@@ -203,6 +207,7 @@ func TestSchedulerFailureSkipsItsParameters(t *testing.T) {
 }
 
 func TestMismatchReported(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, map[string]map[string]string{"vda": {"read_ahead_kb": "128"}})
 	// The kernel rounds read_ahead_kb to pages: model it by rewriting.
 	rec := &recorder{QueueAttrs: fs, failOn: func(name, attr string, _ int) error {
@@ -227,6 +232,7 @@ func (r *roundingAttrs) WriteQueueAttr(name, attr, value string) error {
 }
 
 func TestGoneDiskReportedOthersDone(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, map[string]map[string]string{
 		"loop1": {"scheduler": "[none] mq-deadline", "nr_requests": "128"},
 		"loop2": {"scheduler": "[none] mq-deadline", "nr_requests": "128"},
@@ -252,6 +258,7 @@ func TestGoneDiskReportedOthersDone(t *testing.T) {
 }
 
 func TestDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, map[string]map[string]string{"vda": {"scheduler": "none [mq-deadline]"}})
 	rec := &recorder{QueueAttrs: fs}
 	r := (&Applier{FS: rec, DryRun: true}).Device(context.Background(), plan.Device{Name: "vda", Changes: []plan.Change{
@@ -267,6 +274,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 }
 
 func TestSchedulerNotKeptSkipsItsParameters(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, map[string]map[string]string{"sda": {"scheduler": "[mq-deadline] bfq"}})
 	rec := &recorder{QueueAttrs: fs}
 	keeps := &keepingAttrs{recorder: rec}
@@ -291,6 +299,7 @@ func (k *keepingAttrs) WriteQueueAttr(name, attr, value string) error {
 }
 
 func TestAllRunsDisksConcurrently(t *testing.T) {
+	t.Parallel()
 	const n = 8
 	disks := map[string]map[string]string{}
 	var plans []plan.Device

@@ -16,6 +16,7 @@ import (
 // where root would help, never for EPERM (a device cgroup or a security
 // module refuses root too).
 func TestAdvice(t *testing.T) {
+	t.Parallel()
 	nodeRefused := func(errno error) error {
 		return fmt.Errorf("probe: %w", &probe.Refusal{Device: "loop7", Reason: "open /dev/loop7 read-only: " + errno.Error(), Err: errno})
 	}
@@ -53,6 +54,7 @@ func TestAdvice(t *testing.T) {
 
 // withAdvice keeps the error's message and chain, and adds the advice after.
 func TestWithAdvice(t *testing.T) {
+	t.Parallel()
 	ref := &probe.Refusal{Device: "loop7", Reason: "the disk is busy", Busy: true, Err: probe.ErrOthersIO}
 	err := withAdvice(ref)
 	if want := "loop7: probe refused: the disk is busy: --force probes it anyway"; err.Error() != want {

@@ -36,6 +36,7 @@ func crossingRecord(key probe.Key, at time.Time) probe.Record {
 // the depth, against the current scheduler, and says on what basis; a
 // result from before curves is read as its two points.
 func TestAdviseVerdict(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	rec := crossingRecord(probe.Key{}, at)
 	old := rec
@@ -80,6 +81,7 @@ func TestAdviseVerdict(t *testing.T) {
 // sampled, named with the file, and advise exits 1; --interval must be
 // positive.
 func TestAdviseFakeTree(t *testing.T) {
+	t.Parallel()
 	root := treetest.Copy(t, "../../testdata/sysfs/cloud")
 	for _, d := range []string{"vda", "nvme0n1"} {
 		if err := os.WriteFile(filepath.Join(root, "block", d, "stat"), []byte("100 0 800 50 0 0 0 0 0 40 50 0 0 0 0 0 0\n"), 0o644); err != nil {

@@ -13,6 +13,7 @@ import (
 // so and exits 1 at once. Before, it blocked in open() until someone wrote
 // to the FIFO.
 func TestCheckRefusesAFIFO(t *testing.T) {
+	t.Parallel()
 	fifo := filepath.Join(t.TempDir(), "policy.toml")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)

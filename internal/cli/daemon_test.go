@@ -11,6 +11,7 @@ import (
 // An invalid policy stops the daemon before it starts: exit 1 and the very
 // lines iosched check prints.
 func TestDaemonInvalidPolicyExitsLikeCheck(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "policy.toml")
 	if err := os.WriteFile(p, []byte(`[[rule]]
@@ -49,6 +50,7 @@ reconcile_interval = "soon"
 }
 
 func TestDaemonRejectsAnUnknownUeventSource(t *testing.T) {
+	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	if code := Main([]string{"daemon", "--uevent-source", "systemd"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `"systemd"`) {
 		t.Errorf("exit %d, stderr %q; want 2 naming the bad source", code, stderr.String())

@@ -144,6 +144,7 @@ func TestTextOutputEscapesDeviceStrings(t *testing.T) {
 }
 
 func TestPrintable(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"":                       "",
 		"Virtual Disk":           "Virtual Disk",

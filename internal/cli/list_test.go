@@ -284,6 +284,7 @@ func TestIntegrationListThisMachine(t *testing.T) {
 // TestRenderListNotes: a "?" in NOWAIT is explained once per distinct reason,
 // by name when few disks share it.
 func TestRenderListNotes(t *testing.T) {
+	t.Parallel()
 	yes := true
 	size := uint64(3 << 30)
 	devs := []*sysfs.Device{

@@ -11,6 +11,7 @@ import (
 // The text report says who won and why, and shows every round's figures,
 // the NOWAIT answer, punting, the restore and the write counters.
 func TestRenderProbe(t *testing.T) {
+	t.Parallel()
 	yes, no := true, false
 	r := &probe.Report{
 		Device: "loop7", Engine: probe.EngineIOUring, Depth: 32, Depths: []int{1, 4, 16}, BlockSize: 4096, DurationS: 1, Rounds: 2,
@@ -50,6 +51,7 @@ func TestRenderProbe(t *testing.T) {
 
 // A result from before curves shows no curve line.
 func TestRenderProbeWithoutCurve(t *testing.T) {
+	t.Parallel()
 	r := &probe.Report{Device: "vdb", Engine: probe.EngineIOUring, Depth: 32, From: "remembered 2026-11-30T12:00:00Z",
 		Candidates: []probe.Candidate{{Scheduler: "none", Figures: probe.Figures{IOPS: 1}}, {Scheduler: "mq-deadline"}},
 		Decision:   probe.Decision{Winner: "none", Reason: "none wins"}}

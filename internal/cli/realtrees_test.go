@@ -133,6 +133,7 @@ func TestDanglingClassBlockLink(t *testing.T) {
 }
 
 func TestHumanSizeLikeLsblk(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		n    uint64
 		want string

@@ -96,6 +96,7 @@ func stepReloadPoll(t *testing.T) chan struct{} {
 // request has re-planned every disk: here it reads the reload taken but
 // not re-planned, and goes on waiting.
 func TestReloadWaitsForTheReplan(t *testing.T) {
+	t.Parallel()
 	replanned := make(chan struct{})
 	dir := fakeReloadingDaemon(t, func(int) (statefile.Reload, <-chan struct{}) {
 		return statefile.Reload{OK: true, Done: true}, replanned
@@ -138,6 +139,7 @@ func TestReloadWaitsForTheReplan(t *testing.T) {
 }
 
 func TestReloadReportsARefusedPolicy(t *testing.T) {
+	t.Parallel()
 	dir := fakeReloadingDaemon(t, func(int) (statefile.Reload, <-chan struct{}) {
 		return statefile.Reload{OK: false, Done: true, Errors: []string{`/etc/iosched/policy.toml:3:1: rule 1 "x": set.nomerges: 3 is out of range 0..2`}}, nil
 	})
@@ -149,6 +151,7 @@ func TestReloadReportsARefusedPolicy(t *testing.T) {
 }
 
 func TestReloadExit3WhenNoDaemonRuns(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	if code := Main([]string{"reload", "--runtime-dir", t.TempDir()}, &out, &errb); code != 3 {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
@@ -160,6 +163,7 @@ func TestReloadExit3WhenNoDaemonRuns(t *testing.T) {
 // reloads carried requests, both waited for "a reload after the one I saw"
 // and the first was told its policy was refused.
 func TestOverlappingReloadsGetTheirOwnAnswers(t *testing.T) {
+	t.Parallel()
 	firstReplanned := make(chan struct{})
 	dir := fakeReloadingDaemon(t, func(seq int) (statefile.Reload, <-chan struct{}) {
 		if seq == 5 {

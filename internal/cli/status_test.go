@@ -34,6 +34,7 @@ func writeState(t *testing.T, dir string, st *statefile.State) {
 
 // Exit 3 when no daemon runs, as systemctl status does.
 func TestStatusExit3WhenNoDaemonRuns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	code, stdout, stderr := runStatus(t, "--runtime-dir", dir)
 	if code != 3 || stdout != "" || !strings.Contains(stderr, "no daemon is running") {
@@ -47,6 +48,7 @@ func TestStatusExit3WhenNoDaemonRuns(t *testing.T) {
 }
 
 func TestStatusShowsTheDaemon(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
 	st := &statefile.State{
@@ -124,6 +126,7 @@ func TestStatusShowsTheDaemon(t *testing.T) {
 // keeps from being written. Before, a failed save left "last
 // error: none", and an unreadable probe record was deleted unseen.
 func TestStatusShowsFaults(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
 	st := &statefile.State{
@@ -160,6 +163,7 @@ func TestStatusShowsFaults(t *testing.T) {
 }
 
 func TestStatusShowsProbes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
 	st := &statefile.State{
@@ -187,6 +191,7 @@ func TestStatusShowsProbes(t *testing.T) {
 }
 
 func TestStatusShowsAdaptiveDisks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
 	const reason = "adapt: busy depth 23 over 10m; curve: none 1.52x mq-deadline at depth 23"

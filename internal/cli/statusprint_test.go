@@ -15,6 +15,7 @@ import (
 // (--json prints it exact). Before, a scheduler name with escape bytes was
 // printed raw.
 func TestStatusEscapesTheState(t *testing.T) {
+	t.Parallel()
 	const evil = "bfq\x1b[2J\x1b]0;owned\x07\n"
 	const shown = `bfq\x1b[2J\x1b]0;owned\x07\x0a`
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

@@ -53,6 +53,7 @@ func writeFile(t *testing.T, root, p, text string) string {
 // plan and the daemon's conflict check, and /dev/zero ran them out of
 // memory.
 func TestLoadRefusesWhatIsNotAFile(t *testing.T) {
+	t.Parallel()
 	for name, create := range map[string]func(t *testing.T, p string){
 		"fifo": func(t *testing.T, p string) {
 			if err := unix.Mkfifo(p, 0o644); err != nil {
@@ -120,6 +121,7 @@ func TestLoadRefusesWhatIsNotAFile(t *testing.T) {
 // GOTOs to missing labels took 13 s for 3 disks (each GOTO searched the
 // rest of the file, for each disk and event).
 func TestGotoWorkIsBounded(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	const n = 40000
 	for i := range n {
@@ -163,6 +165,7 @@ func TestGotoWorkIsBounded(t *testing.T) {
 // ATTR{queue/rotational}==... (not known here)", and tuned's [disk] "if the
 // disk is not removable (not known here)" although removable is 0.
 func TestForDecidesFromTheDisksValues(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	const rules = "/etc/udev/rules.d/60-ioschedulers.rules"
 	writeFile(t, root, rules, `ACTION=="add|change", KERNEL=="sd[a-z]|vd[a-z]", ATTR{queue/rotational}=="0", ATTR{queue/scheduler}="mq-deadline"

@@ -62,6 +62,7 @@ func briefs(ws []Write) []brief {
 }
 
 func TestFor(t *testing.T) {
+	t.Parallel()
 	const (
 		fedora  = "/usr/lib/udev/rules.d/60-block-scheduler.rules"
 		suse    = "/usr/lib/udev/rules.d/60-io-scheduler.rules"
@@ -141,6 +142,7 @@ func TestFor(t *testing.T) {
 }
 
 func TestTunedCompare(t *testing.T) {
+	t.Parallel()
 	s, err := Load("testdata/tuned")
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +167,7 @@ func TestTunedCompare(t *testing.T) {
 }
 
 func TestParseUdevRules(t *testing.T) {
+	t.Parallel()
 	text := `# comment
 KERNEL=="sd*", \
   # a comment inside a continuation is skipped
@@ -207,6 +210,7 @@ KERNEL==i"SD*", ATTR{queue/scheduler}="none"
 }
 
 func TestFnmatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		p, s string
 		want bool
@@ -228,6 +232,7 @@ func TestFnmatch(t *testing.T) {
 // and a dangling link are handled as udevd does; the order is by name
 // across directories.
 func TestListUdevRules(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	write := func(p, text string) {
 		full := filepath.Join(root, p)

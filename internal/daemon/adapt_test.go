@@ -229,6 +229,7 @@ func schedulerSetting(ds *statefile.DiskState) (value, rule string) {
 // controller's history), and one that changes the rule's options starts
 // again from the probe's decision.
 func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000")
 	load := startFakeLoad(t, fs, "loop20000", 1000)
 	seeds := seedCrossing(t, fs, "loop20000", crossingFigures())
@@ -316,6 +317,7 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 // nor after a disk comes; a reload that adds one starts it, and a reload
 // that takes it away ends it.
 func TestAdaptIdleDaemonHasNoSampler(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000")
 	seeds := seedCrossing(t, fs, "loop20000", crossingFigures())
 	// No scheduler set: the probe's winner is the disk's none, and
@@ -353,6 +355,7 @@ nr_requests = 64
 // nothing switches, however long the load lasts; once the lock is let go
 // a whole window of samples of the workload switches it.
 func TestAdaptNotWhileAnotherHoldsTheDisk(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000")
 	load := startFakeLoad(t, fs, "loop20000", 1000)
 	seeds := seedCrossing(t, fs, "loop20000", crossingFigures())

@@ -57,6 +57,7 @@ func (r *running) state(t *testing.T) *statefile.State {
 }
 
 func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
+	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(""), "loop20000", "loop7")
 	// Ready means the first scan is done.
 	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
@@ -115,6 +116,7 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 }
 
 func TestDaemonRescansAfterLostEvents(t *testing.T) {
+	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
 	// A disk appears, and its event is lost with others.
 	addFakeDisk(t, r.d.fs.Root(), "loop20005", 5)
@@ -127,6 +129,7 @@ func TestDaemonRescansAfterLostEvents(t *testing.T) {
 }
 
 func TestDaemonRepairsDrift(t *testing.T) {
+	t.Parallel()
 	r, _ := fakeDaemon(t, testPolicy("[daemon]\nreconcile_interval = \"100ms\"\n"), "loop20000")
 	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/queue/nr_requests"), "32\n")
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
@@ -145,6 +148,7 @@ func TestDaemonRepairsDrift(t *testing.T) {
 }
 
 func TestDaemonReload(t *testing.T) {
+	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
 	writeFile(t, r.policy, testPolicy("")+"\n[[rule]]\nname = \"broken\"\n[rule.set]\nreadahead_kb = 1\n")
 	r.signals <- syscall.SIGHUP
@@ -311,6 +315,7 @@ func TestSdNotify(t *testing.T) {
 }
 
 func TestRestoreOnExit(t *testing.T) {
+	t.Parallel()
 	policy := testPolicy("[daemon]\nrestore_on_exit = true\n")
 	r, _ := fakeDaemon(t, policy, "loop20000")
 	saved, err := os.ReadFile(filepath.Join(r.stateDir, "originals.json"))
@@ -360,6 +365,7 @@ func TestRestoreOnExit(t *testing.T) {
 // In udev mode, disks no event has told about yet (the first scan) get their
 // properties from udevd's database.
 func TestDaemonUdevPropertiesFromTheDatabase(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000", "loop20001")
 	db := t.TempDir()
 	writeFile(t, filepath.Join(db, "b7:0"), "S:disk/by-id/x\nE:ID_IOSCHED_TEST=yes\nE:ID_BUS=ata\nG:systemd\n")
@@ -390,6 +396,7 @@ scheduler = "mq-deadline"
 // A stop that gives up on a pass still writing a disk does not restore that
 // disk (the two would write it at once); its originals stay remembered.
 func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
+	t.Parallel()
 	var stuck atomic.Bool
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -426,6 +433,7 @@ func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
 // the restore would switch the scheduler while the probe does. Its
 // originals stay remembered for the next daemon.
 func TestRestoreOnExitSkipsDisksAProbeHolds(t *testing.T) {
+	t.Parallel()
 	r, _ := fakeDaemon(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), "loop20000", "loop20001")
 	if err := os.MkdirAll(r.stateDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -516,6 +524,7 @@ func TestReadyWaitsForEveryReload(t *testing.T) {
 // writes are changes, not drift, whether the removal and the add merged
 // into one pass or were lost (a rescan finds another major:minor).
 func TestReplacedDiskIsNotDrift(t *testing.T) {
+	t.Parallel()
 	t.Run("events merged", func(t *testing.T) {
 		var hold atomic.Bool
 		entered := make(chan struct{}, 1)
@@ -637,6 +646,7 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 // A write left in flight shows in the state file, under its disk, until it
 // returns.
 func TestInFlightWriteInState(t *testing.T) {
+	t.Parallel()
 	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
 	returned := r.d.inFlight.Add("loop20000", "scheduler bfq")
 	waitFor(t, 5*time.Second, "the write in flight in the state file", func() bool {
@@ -672,6 +682,7 @@ func (r *running) wantRemembered(t *testing.T, disks ...string) {
 // in the log; when the lock is let go, the next pass writes it and the
 // note goes.
 func TestStatusSaysWhyAHeldDiskIsNotWritten(t *testing.T) {
+	t.Parallel()
 	lockFile := filepath.Join(t.TempDir(), "disks.lock")
 	release, err := disklock.New(lockFile).Lock("loop20000")
 	if err != nil {

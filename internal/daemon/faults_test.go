@@ -42,6 +42,7 @@ func (r *running) waitPasses(t *testing.T, n int64) {
 // Before, the disk was forgotten: status undercounted, and a stop with
 // restore_on_exit left it on the policy's values, logging failed=0.
 func TestRemoveUeventForADiskStillThere(t *testing.T) {
+	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(restorePolicy), "loop20000")
 	passes := r.d.passes.Load()
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")}
@@ -64,6 +65,7 @@ func TestRemoveUeventForADiskStillThere(t *testing.T) {
 // A remove read late, after the disk's name went to another disk, forgets
 // the old disk (its originals) but keeps the new one.
 func TestStaleRemoveUeventKeepsTheNewDisk(t *testing.T) {
+	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(restorePolicy), "loop20000")
 	removeFakeDisk(t, r.d.fs, "loop20000")
 	addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
@@ -98,6 +100,7 @@ func originalsJSON(t *testing.T, disks map[string]*originals.Record) string {
 // start (the policy's own, which a stop then "restored", failed=0), and a
 // directory kept the daemon from starting.
 func TestUnreadableOriginals(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		plant func(t *testing.T, path string)
@@ -170,6 +173,7 @@ func TestUnreadableOriginals(t *testing.T) {
 // (and the last error). Before, the failure was logged and status said
 // "last error: none".
 func TestPersistenceFailureInStatus(t *testing.T) {
+	t.Parallel()
 	blocker := filepath.Join(t.TempDir(), "file")
 	writeFile(t, blocker, "a file where a directory should be\n")
 	r, _ := fakeDaemonWith(t, testPolicy(restorePolicy), func(cfg *Config) {
@@ -326,6 +330,7 @@ func TestStopReachesAnEvaluation(t *testing.T) {
 // error naming the running one's pid. Before, both ran and flapped every
 // disk between their policies.
 func TestSecondDaemonOnOneRuntimeDir(t *testing.T) {
+	t.Parallel()
 	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
 	second, err := New(Config{PolicyPath: r.policy, FS: r.d.fs, RuntimeDir: r.runtimeDir, StateDir: t.TempDir(),
 		LockFile: r.lockFile, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal),
@@ -351,6 +356,7 @@ func TestSecondDaemonOnOneRuntimeDir(t *testing.T) {
 // status say that hot-plugged disks go unnoticed, and the start scan still
 // works. Before, nothing said why hot-plugged disks were never handled.
 func TestUdevModeWithoutUdevd(t *testing.T) {
+	t.Parallel()
 	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nuevent_source = \"udev\"\n"), func(cfg *Config) {
 		cfg.UdevControl = filepath.Join(t.TempDir(), "control")
 		cfg.UdevDataDir = t.TempDir()
@@ -373,6 +379,7 @@ func TestUdevModeWithoutUdevd(t *testing.T) {
 // nothing listens on is no udevd, and the daemon says so as when the file
 // is missing. Before, the file's presence was taken for a running udevd.
 func TestUdevModeWithStaleUdevdSocket(t *testing.T) {
+	t.Parallel()
 	control := filepath.Join(t.TempDir(), "control")
 	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: control, Net: "unixpacket"})
 	if err != nil {
@@ -395,6 +402,7 @@ func TestUdevModeWithStaleUdevdSocket(t *testing.T) {
 // A reload answers the requests made before it read the policy, each by
 // name, in the state file.
 func TestReloadAnswersItsRequests(t *testing.T) {
+	t.Parallel()
 	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
 	dir := statefile.ReloadRequestDir(r.runtimeDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -420,6 +428,7 @@ func TestReloadAnswersItsRequests(t *testing.T) {
 // daemon's none and 128. A disk that still shows what was written keeps
 // its record. (Before, the stop "restored" none and 128 over the admin.)
 func TestStaleOriginalsDropped(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name             string
 		scheduler, nr    string // what the disk shows when the daemon starts
@@ -463,6 +472,7 @@ func TestStaleOriginalsDropped(t *testing.T) {
 // daemon's start only while the disk shows what the probe left; an admin's
 // values since are not undone, and the log says why the record was dropped.
 func TestStaleProbeRecordAtStart(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000")
 	writeFile(t, filepath.Join(fs.Root(), "block/loop20000/queue/scheduler"), "none [mq-deadline] kyber\n")
 	writeFile(t, filepath.Join(fs.Root(), "block/loop20000/queue/nr_requests"), "77\n")
@@ -495,6 +505,7 @@ func TestStaleProbeRecordAtStart(t *testing.T) {
 // it for as long as it is there. (Before, it was deleted, and nothing said
 // that settings may have been left unrestored.)
 func TestUnreadableProbeRecordAtStart(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000")
 	stateDir := t.TempDir()
 	writeFile(t, filepath.Join(stateDir, "probe-loop20000.originals.json"), `{"boot_id": `)

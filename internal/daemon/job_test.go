@@ -11,6 +11,7 @@ import (
 // under its name) wins over it; a rescan's settingsOnly does not. The work
 // queued for a disk starts as the zero job, as the queue gives it.
 func TestQueuedWorkMergesRemoval(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		kicks []passKind
 		want  passKind
@@ -37,6 +38,7 @@ func TestQueuedWorkMergesRemoval(t *testing.T) {
 // Kicks for a disk that is queued but not started merge into one pass,
 // the strongest kind asked, with the newest properties.
 func TestQueuedWorkMergesProps(t *testing.T) {
+	t.Parallel()
 	var j job
 	j.merge(settingsOnly, nil)
 	j.merge(full, &uevent.Event{Props: map[string]string{"ID_BUS": "ata"}})
@@ -49,6 +51,7 @@ func TestQueuedWorkMergesProps(t *testing.T) {
 // A merged pass takes the identity of the newest uevent, and none when a
 // scan asked for it too: the scan after lost events reads it afresh.
 func TestQueuedWorkMergesIdent(t *testing.T) {
+	t.Parallel()
 	a := &uevent.Event{Ident: sysfs.Ident{MajorMinor: "7:1", DiskSeq: "1"}}
 	b := &uevent.Event{Ident: sysfs.Ident{MajorMinor: "7:1", DiskSeq: "2"}}
 	var j job

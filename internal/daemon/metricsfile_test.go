@@ -18,6 +18,7 @@ import (
 // its recovery once. (Before, the old files stayed with frozen values and
 // a failure was only shown in status.)
 func TestDaemonMetricsFileFollowsItsWriter(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first, second := filepath.Join(dir, "a.prom"), filepath.Join(dir, "b.prom")
 	missing := filepath.Join(dir, "not-yet", "c.prom")

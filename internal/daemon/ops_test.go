@@ -46,6 +46,7 @@ func sample(fams map[string]*dto.MetricFamily, name string, want map[string]stri
 // the last burst's latency in its state, and follows metrics_file across a
 // reload.
 func TestDaemonWritesMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first, second := filepath.Join(dir, "a.prom"), filepath.Join(dir, "b.prom")
 	pol := func(path string) string { return testPolicy("") + fmt.Sprintf("\n[daemon]\nmetrics_file = %q\n", path) }
@@ -104,6 +105,7 @@ func TestDaemonWritesMetrics(t *testing.T) {
 // Without metrics_file no writer runs and no file appears, but the state
 // still shows the last burst.
 func TestDaemonWithoutMetricsFile(t *testing.T) {
+	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
@@ -158,6 +160,7 @@ func kubeletSwap(t *testing.T, dir string, n int, policyText string) {
 // policy reloads it, a swap to a broken one is refused (the old policy stays
 // in force; status, log and metrics say why), and the next good one is taken.
 func TestDaemonFollowsKubeletConfigMap(t *testing.T) {
+	t.Parallel()
 	metricsPath := filepath.Join(t.TempDir(), "iosched.prom")
 	pol := func(nr int) string {
 		return strings.Replace(testPolicy(""), "nr_requests = 64", fmt.Sprintf("nr_requests = %d", nr), 1) +
@@ -216,6 +219,7 @@ func TestDaemonFollowsKubeletConfigMap(t *testing.T) {
 // In udev mode, a daemon in a network namespace of its own refuses to
 // start, and says what to do.
 func TestUdevModeRefusedInPrivateNetworkNamespace(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	policyPath := filepath.Join(dir, "policy.toml")
 	writeFile(t, policyPath, testPolicy(""))

@@ -41,6 +41,7 @@ func fig(name string, iops float64) probe.Candidate {
 // applied at the first pass, straight to the winner (no interim switch), with
 // the provenance as the rule in the log and the state; nothing is probed.
 func TestProbeSeededWithoutProbing(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000")
 	dev, err := fs.Device("loop20000")
 	if err != nil {
@@ -100,6 +101,7 @@ func TestProbeSeededWithoutProbing(t *testing.T) {
 // pass to end, or (were it to start at once) measuring the disk, which
 // would make the pass skip its writes.
 func TestProbePendingInterim(t *testing.T) {
+	t.Parallel()
 	ran := make(chan struct{})
 	var once sync.Once
 	r, _ := fakeDaemonWith(t, fakeProbePolicy(""), func(c *Config) {
@@ -138,6 +140,7 @@ func TestProbePendingInterim(t *testing.T) {
 // probe_budget is not started; the interim settings stay and the state
 // says so.
 func TestProbeBudget(t *testing.T) {
+	t.Parallel()
 	// The probe's budget: 0.2 s busy check + 2 x (0.15 s switch + 25 ms
 	// warm-up + 2 x 0.1 s) + 0.3 s restore = 1.25 s.
 	r, _ := fakeDaemon(t, fakeProbePolicy("[daemon]\nprobe_budget = \"1s\"\n"), "loop20000")
@@ -157,6 +160,7 @@ func TestProbeBudget(t *testing.T) {
 // before it (cancelled by a reload, still restoring) has ended; passes are
 // held off the disk all along; a cancelled wait gives up.
 func TestProbesOneMeasuringPerDisk(t *testing.T) {
+	t.Parallel()
 	var p probes
 	p.init(2)
 	if !p.startMeasuring(context.Background(), "loop20000") || !p.holds("loop20000") || p.holds("loop20001") {
@@ -193,6 +197,7 @@ func TestProbesOneMeasuringPerDisk(t *testing.T) {
 // TestProbesCancel: forgetting a disk (removed, or another under its name)
 // cancels its probe and drops its decision.
 func TestProbesCancel(t *testing.T) {
+	t.Parallel()
 	var p probes
 	p.init(1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -241,6 +246,7 @@ func (r *running) reload(t *testing.T, policyText string, seq int) {
 // probe settings leave its running probe alone; one that changes them
 // cancels it and probes the disk again under the new ones.
 func TestReloadKeepsAnUnchangedProbe(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var mu sync.Mutex
 	measured := 0
@@ -296,6 +302,7 @@ func TestReloadKeepsAnUnchangedProbe(t *testing.T) {
 // idle), the interim settings meanwhile. (Before, it was reused as any
 // other result.)
 func TestProbeDisturbedNotReused(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000")
 	dev, err := fs.Device("loop20000")
 	if err != nil {

@@ -29,6 +29,7 @@ func fakeDaemonWith(t *testing.T, policyText string, mod func(*Config), disks ..
 // A reload adding a rule on a fact the old policy did not test (so the
 // disks were not read for it) re-reads the disks for it.
 func TestReloadReadsFactsTheNewPolicyTests(t *testing.T) {
+	t.Parallel()
 	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
 	writeFile(t, r.policy, testPolicy("")+`
 [[rule]]
@@ -48,6 +49,7 @@ read_ahead_kb = 4
 
 // A reload adding a rule on nowait tests NOWAIT on the disks.
 func TestReloadTestsNoWaitWhenItComesToMatter(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	tested := map[string]bool{}
 	r, _ := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
@@ -86,6 +88,7 @@ read_ahead_kb = 4
 // One disk whose pass hangs (a write frozen behind a dead device) does not
 // stall later scans: a disk whose add event was lost is still configured.
 func TestStuckDiskDoesNotBlockLaterRescans(t *testing.T) {
+	t.Parallel()
 	var stuck atomic.Bool
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)

@@ -17,6 +17,7 @@ import (
 // is not it, the value the plan chose: for the scheduler the first
 // candidate the disk offers, not the first candidate.
 func TestAppliedWantsWhatThePlanChose(t *testing.T) {
+	t.Parallel()
 	ev := policy.Evaluation{Matched: []string{"r"}, Settings: []policy.Setting{
 		{Attribute: "scheduler", Values: []string{"bfq", "mq-deadline"}, Rule: "r"},
 		{Attribute: "nr_requests", Values: []string{"64"}, Rule: "r"},

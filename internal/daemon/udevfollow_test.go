@@ -35,6 +35,7 @@ func followedDaemon(t *testing.T, mods ...func(*Config)) (r *running, kernel, ud
 // udevd is done with a disk after the daemon set it: the daemon checks it
 // again and puts back what a udev rule changed, naming the rule.
 func TestDaemonFollowsUdevd(t *testing.T) {
+	t.Parallel()
 	r, _, udevd := followedDaemon(t)
 	sched := filepath.Join(r.d.fs.Root(), "block/loop20000/queue/scheduler")
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
@@ -82,6 +83,7 @@ func TestDaemonFollowsUdevd(t *testing.T) {
 
 // In udev mode the daemon's own socket is udevd's: nothing more is opened.
 func TestDaemonUdevModeDoesNotFollowTwice(t *testing.T) {
+	t.Parallel()
 	ud := newFakeDialer()
 	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nuevent_source = \"udev\"\n"), func(c *Config) { c.followDial = ud.dial }, "loop20000")
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")

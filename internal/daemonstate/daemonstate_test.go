@@ -11,6 +11,7 @@ import (
 // A failed reload is the last error until a valid one replaces the policy
 // it was about; the state keeps the last KeptReloads, numbered on.
 func TestReloadedKeepsAndClears(t *testing.T) {
+	t.Parallel()
 	var r Report
 	r.Reloaded(false, []string{"rule 1: bad"}, []string{"a"})
 	if r.LastError == nil || !strings.Contains(r.LastError.Message, "rule 1: bad") {
@@ -41,6 +42,7 @@ func TestReloadedKeepsAndClears(t *testing.T) {
 // A failure to save the originals is the last error until a save works;
 // an error of another kind since stays.
 func TestPersisted(t *testing.T) {
+	t.Parallel()
 	var r Report
 	r.Persisted(errors.New("disk full"))
 	if r.Persistence == nil || r.LastError != r.Persistence {
@@ -62,6 +64,7 @@ func TestPersisted(t *testing.T) {
 // The same failure on a disk's next pass is not news: its time stays, and
 // it does not become the daemon's last error again.
 func TestSettleDiskRepeatedFailure(t *testing.T) {
+	t.Parallel()
 	var r Report
 	var st statefile.DiskState
 	r.SettleDisk("vda", statefile.DiskState{}, &st, []string{"scheduler: EINVAL"})

@@ -17,6 +17,7 @@ import (
 // Loop numbers this file uses: 7120-7139.
 
 func TestNoWaitCannotTell(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "vdx"), make([]byte, 8192), 0o644); err != nil {
 		t.Fatal(err)
@@ -56,6 +57,7 @@ func TestNoWaitCannotTell(t *testing.T) {
 }
 
 func TestFillRelativeDir(t *testing.T) {
+	t.Parallel()
 	// The reason names the directory as given, so output built from a
 	// relative --dev is the same on every machine.
 	d := &sysfs.Device{Name: "vda", MajorMinor: "254:0"}
@@ -66,6 +68,7 @@ func TestFillRelativeDir(t *testing.T) {
 }
 
 func TestParseDevNum(t *testing.T) {
+	t.Parallel()
 	if n, ok := parseDevNum("259:3"); !ok || unix.Major(n) != 259 || unix.Minor(n) != 3 {
 		t.Fatalf("parseDevNum(259:3) = %d, %v", n, ok)
 	}
@@ -80,6 +83,7 @@ func TestParseDevNum(t *testing.T) {
 }
 
 func TestAlignedBuffer(t *testing.T) {
+	t.Parallel()
 	for i := 0; i < 32; i++ {
 		b := alignedBuffer(probeSize)
 		if len(b) != probeSize || uintptr(unsafe.Pointer(&b[0]))%probeSize != 0 {
@@ -157,6 +161,7 @@ func TestIntegrationNoWaitZram(t *testing.T) {
 // A tree other than this machine's /sys gets its nodes only from --dev:
 // this machine's /dev/loop0 has the same numbers as any other's loop0.
 func TestNodesFor(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		sysfs, dev, dir string
 	}{
@@ -186,6 +191,7 @@ func TestNodesFor(t *testing.T) {
 
 // The node of a disk whose name holds a '!' is DevName, in a directory.
 func TestFillDevName(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	d := &sysfs.Device{Name: "cciss!c0d0", DevName: "cciss/c0d0", MajorMinor: "104:0"}
 	Fill(dir, d)

@@ -12,6 +12,7 @@ import (
 // share a lock; one Locks refuses a disk it already holds; Held sees every
 // holder; unlocking frees the disk; the file is the only thing made.
 func TestLocksExcludeEachOther(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "disks.lock")
 	writers, probe := New(path), New(path)
@@ -65,6 +66,7 @@ func TestLocksExcludeEachOther(t *testing.T) {
 // directory is a file), a writer goes on with a no-op lock, but a probe's
 // Lock fails: a probe never runs unlocked.
 func TestLockWhereNoneCanBe(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -83,6 +85,7 @@ func TestLockWhereNoneCanBe(t *testing.T) {
 // TestCloseWaitsForTheLastUnlock: a lock handed to a write still waiting on
 // its disk stays held after Close, until it is unlocked.
 func TestCloseWaitsForTheLastUnlock(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "disks.lock")
 	l, other := New(path), New(path)
 	defer other.Close()

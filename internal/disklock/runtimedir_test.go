@@ -11,6 +11,7 @@ import (
 // A second lock of a held directory fails naming the holder's pid (read
 // from the lock file); once released, the directory can be taken again.
 func TestLockExcludes(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "run") // created by Lock
 	unlock, err := LockRuntimeDir(dir)
 	if err != nil {

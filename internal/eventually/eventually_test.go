@@ -11,6 +11,7 @@ import (
 // TestWithin: a condition met after a few looks is seen; one never met is
 // given up on after the timeout, not before.
 func TestWithin(t *testing.T) {
+	t.Parallel()
 	var looks atomic.Int32
 	if !Within(5*time.Second, func() bool { return looks.Add(1) >= 3 }) {
 		t.Fatal("a condition that held at the third look was not seen")
@@ -26,6 +27,7 @@ func TestWithin(t *testing.T) {
 
 // TestTrueFails: True fails the test, naming what it waited for.
 func TestTrueFails(t *testing.T) {
+	t.Parallel()
 	ft := &fakeT{TB: t}
 	done := make(chan struct{})
 	go func() { // Fatalf ends the goroutine, as it does a test's

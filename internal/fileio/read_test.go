@@ -36,6 +36,7 @@ func readBounded(t *testing.T, read func() ([]byte, error)) ([]byte, error) {
 }
 
 func TestReadRefusesWhatIsNotARegularFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	if err := unix.Mkfifo(fifo, 0o644); err != nil {
@@ -70,6 +71,7 @@ func TestReadRefusesWhatIsNotARegularFile(t *testing.T) {
 }
 
 func TestReadSizeCap(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	if err := os.WriteFile(p, []byte("12345"), 0o644); err != nil {
@@ -95,6 +97,7 @@ func TestReadSizeCap(t *testing.T) {
 // A link to a regular file is read by Read (configurations are links:
 // ConfigMaps, distributions' alternatives) and refused by ReadNoFollow.
 func TestReadLinks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {

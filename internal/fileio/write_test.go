@@ -10,6 +10,7 @@ import (
 
 // A reader never sees half a file, and no temporary file is left.
 func TestWriteReplacesWhole(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state.json")
 	big := func(i int) []byte {
 		st := struct {

@@ -16,6 +16,7 @@ type journalEntry struct {
 }
 
 func TestJournalHandlerSendsFields(t *testing.T) {
+	t.Parallel()
 	var got []journalEntry
 	var text strings.Builder
 	h := &handler{
@@ -59,6 +60,7 @@ func TestJournalHandlerSendsFields(t *testing.T) {
 }
 
 func TestJournalField(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{"device": "DEVICE", "retry_in": "RETRY_IN", "a.b-c": "A_B_C", "_x": "X", "9lives": "LIVES"} {
 		if got := journalField(in); got != want {
 			t.Errorf("journalField(%q) = %q, want %q", in, got, want)

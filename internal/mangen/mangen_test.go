@@ -81,6 +81,7 @@ func listDir(t *testing.T, dir string) []string {
 }
 
 func TestEveryCommandHasAPage(t *testing.T) {
+	t.Parallel()
 	dir := generate(t)
 	want := wantPages(t)
 	got := listDir(t, filepath.Join(dir, "man1"))
@@ -112,6 +113,7 @@ func TestEveryCommandHasAPage(t *testing.T) {
 }
 
 func TestPolicyPage(t *testing.T) {
+	t.Parallel()
 	dir := generate(t)
 	if got := listDir(t, filepath.Join(dir, "man5")); !slices.Equal(got, []string{"iosched-policy.5"}) {
 		t.Fatalf("man5 holds %v, want [iosched-policy.5]", got)
@@ -133,6 +135,7 @@ func TestPolicyPage(t *testing.T) {
 
 // The examples in the page are parsed as policies, so they cannot rot.
 func TestPolicyPageExamplesParse(t *testing.T) {
+	t.Parallel()
 	blocks := regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllSubmatch(mustPolicyMarkdown(t), -1)
 	if len(blocks) < 3 {
 		t.Fatalf("found %d ```toml examples, want at least 3", len(blocks))
@@ -163,6 +166,7 @@ func validKeys(t *testing.T, doc string) []string {
 // Every key the parser accepts is described in the page, so a key added to
 // the language without documentation fails here.
 func TestPolicyPageDocumentsEveryKey(t *testing.T) {
+	t.Parallel()
 	const unknown = "zzzzzzzzzzzz = 1\n"
 	tables := map[string]string{
 		"[[rule]]":     "[[rule]]\nname = \"r\"\n" + unknown,
@@ -207,6 +211,7 @@ func TestPolicyPageDocumentsEveryKey(t *testing.T) {
 // The list of match keys is the policy package's, in its order, each entry
 // once.
 func TestPolicyPageMatchKeysFromTable(t *testing.T) {
+	t.Parallel()
 	md := string(mustPolicyMarkdown(t))
 	if strings.Contains(md, strings.TrimSpace(matchKeysMark)) {
 		t.Error("the mark is still in the page")
@@ -238,6 +243,7 @@ func mustPolicyMarkdown(t *testing.T) []byte {
 // groff reports roff it cannot read (a line of the source that starts with a
 // dot, a broken escape); the pages must have none.
 func TestPagesRenderWithoutWarnings(t *testing.T) {
+	t.Parallel()
 	groff, err := exec.LookPath("groff")
 	if err != nil {
 		t.Skip("groff not installed")

@@ -10,6 +10,7 @@ import (
 // come back unchanged through the format's parser, and the histogram's
 // buckets are cumulative with the +Inf bucket equal to the count.
 func TestExpositionEscapesAndHistogram(t *testing.T) {
+	t.Parallel()
 	r := New(Options{})
 	rule := "ssd \"fast\" \\ path\nsecond line, é"
 	r.Changed("scheduler", rule, false)

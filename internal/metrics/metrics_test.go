@@ -59,6 +59,7 @@ func start(t *testing.T, opts Options) (*Recorder, func()) {
 }
 
 func TestFileCoversEveryMetric(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "iosched.prom")
 	r, stop := start(t, Options{Path: path, Version: "v1.2.3", Interval: 10 * time.Millisecond})
 	for range 3 {
@@ -192,6 +193,7 @@ func TestFileCoversEveryMetric(t *testing.T) {
 // The file is written at most once an interval, and not at all while
 // nothing changes.
 func TestWritesOnlyWhenChangedAndAtMostOnceAnInterval(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "iosched.prom")
 	const interval = 20 * time.Millisecond
 	r, stop := start(t, Options{Path: path, Interval: interval})
@@ -225,6 +227,7 @@ func TestWritesOnlyWhenChangedAndAtMostOnceAnInterval(t *testing.T) {
 
 // node_exporter may read the file at any moment: it is always whole.
 func TestFileAlwaysWhole(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "iosched.prom")
 	r, stop := start(t, Options{Path: path, Interval: time.Millisecond})
 	defer stop()
@@ -257,6 +260,7 @@ func TestFileAlwaysWhole(t *testing.T) {
 
 // A write that fails is reported and tried again; none is lost.
 func TestFailedWriteIsRetried(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "node-exporter")
 	path := filepath.Join(dir, "iosched.prom")
 	r, stop := start(t, Options{Path: path, Interval: 5 * time.Millisecond})
@@ -281,6 +285,7 @@ func TestFailedWriteIsRetried(t *testing.T) {
 
 // A reloaded policy may name another file, or none.
 func TestSetPath(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.prom"), filepath.Join(dir, "b.prom")
 	r, stop := start(t, Options{Path: a, Interval: 5 * time.Millisecond})
@@ -309,6 +314,7 @@ func TestSetPath(t *testing.T) {
 }
 
 func TestStopWritesWhatIsLeft(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "iosched.prom")
 	r, stop := start(t, Options{Path: path, Interval: time.Hour})
 	r.Rescan("start")
@@ -323,6 +329,7 @@ func TestStopWritesWhatIsLeft(t *testing.T) {
 }
 
 func TestLastBurst(t *testing.T) {
+	t.Parallel()
 	r := New(Options{})
 	if b := r.LastBurst(); b.Disks != 0 {
 		t.Errorf("no disk applied yet: %+v", b)
@@ -347,6 +354,7 @@ func TestLastBurst(t *testing.T) {
 }
 
 func TestPercentileIndex(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ n, p, want int }{{1, 50, 0}, {1, 99, 0}, {2, 50, 0}, {2, 99, 1}, {100, 50, 49}, {100, 99, 98}, {1000, 99, 989}} {
 		if got := percentileIndex(tc.n, tc.p); got != tc.want {
 			t.Errorf("percentileIndex(%d, %d) = %d, want %d", tc.n, tc.p, got, tc.want)

@@ -14,6 +14,7 @@ import (
 // TestParseStat: every field count kernels give parses into the same
 // fields; what is not a stat file is refused with the field named.
 func TestParseStat(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		file string
 		want Stat
@@ -53,6 +54,7 @@ func TestParseStat(t *testing.T) {
 // TestDiskRead: a Disk reads its file again at each Read (a rewritten file
 // gives the new counters), and every error names the file.
 func TestDiskRead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "stat")
 	if err := os.WriteFile(p, []byte("1 0 8 0 0 0 0 0 0 0 0\n"), 0o644); err != nil {
@@ -106,6 +108,7 @@ func sample(at time.Duration, s Stat) Sample {
 // at 32 bits is counted through; counters that went back, or no time, give
 // no point.
 func TestBetween(t *testing.T) {
+	t.Parallel()
 	a := sample(0, Stat{ReadIOs: 1000, ReadSectors: 8000, ReadTicks: 500, WriteIOs: 10, WriteSectors: 80, WriteTicks: 10, IOTicks: 100, TimeInQueue: 1000})
 	// 2 s: 3000 reads and 1000 writes of 4 KiB, 8000 ms of latency, busy
 	// 1500 ms, 24000 request-ms in flight.
@@ -196,6 +199,7 @@ func BenchmarkParseStat(b *testing.B) {
 }
 
 func TestTicksBetween(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		a, b, want uint64
 		ok         bool

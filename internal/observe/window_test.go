@@ -22,6 +22,7 @@ func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want }
 // time (a long busy stretch at depth 32 outweighs more, shorter ones at
 // depth 1), and the sums give the window's IOPS, busy fraction and latency.
 func TestWindowOperatingPoint(t *testing.T) {
+	t.Parallel()
 	w := NewWindow(time.Minute)
 	// 20 s at depth 1, busy 10%; 10 s at depth 32, busy 100%.
 	for i := range 20 {
@@ -49,6 +50,7 @@ func TestWindowOperatingPoint(t *testing.T) {
 // TestWindowMedianResolution: a window at one depth reports that depth,
 // at every depth a disk can run at.
 func TestWindowMedianResolution(t *testing.T) {
+	t.Parallel()
 	for _, d := range []float64{0.5, 1, 1.5, 2, 2.1, 5, 23, 32, 64, 200, 1000, 5000} {
 		w := NewWindow(time.Minute)
 		w.Add(point(time.Second, d, 0.5, 100))
@@ -70,6 +72,7 @@ func TestWindowMedianResolution(t *testing.T) {
 // time; an idle window has no depth; a point older than the window is
 // not counted.
 func TestWindowForgets(t *testing.T) {
+	t.Parallel()
 	w := NewWindow(80 * time.Second) // 10 s slots
 	for i := range 40 {
 		w.Add(point(time.Duration(i+1)*time.Second, 32, 1, 3200))
@@ -104,6 +107,7 @@ func TestWindowForgets(t *testing.T) {
 // bins near it, weighted by I/Os; load at depths further than the bins
 // reach is left out, and the window forgets it as it forgets the rest.
 func TestWindowLatencyNear(t *testing.T) {
+	t.Parallel()
 	w := NewWindow(80 * time.Second) // 10 s slots
 	at := time.Duration(0)
 	add := func(n int, d, lat float64, iops float64) {
@@ -138,6 +142,7 @@ func TestWindowLatencyNear(t *testing.T) {
 // TestNear: every depth within the factor is near, none further than the
 // factor times a bin's width (1.41), and the window's own sums agree.
 func TestNear(t *testing.T) {
+	t.Parallel()
 	const f = 1.5
 	for _, d := range []float64{0.3, 1, 1.5, 2.4, 7, 23, 32, 45, 100, 900, 3000} {
 		for x := d / 4; x <= d*4; x *= 1.01 {
@@ -165,6 +170,7 @@ func TestNear(t *testing.T) {
 // TestWindowRefusesNonsense: a point with a NaN or infinite figure is
 // not counted, so one bad reading cannot spoil a window.
 func TestWindowRefusesNonsense(t *testing.T) {
+	t.Parallel()
 	w := NewWindow(time.Minute)
 	w.Add(point(time.Second, 8, 1, 100))
 	for _, bad := range []func(*Point){

@@ -18,6 +18,7 @@ import (
 // with the scheduler resetting it is then restored after a probe without
 // another change), and nothing else is.
 func TestResettableWalksTheTable(t *testing.T) {
+	t.Parallel()
 	tree := treetest.Copy(t, "../../testdata/sysfs/cloud")
 	var want []sysfs.Attr
 	for _, spec := range sysfs.Attributes() {
@@ -60,6 +61,7 @@ func TestResettableWalksTheTable(t *testing.T) {
 // state's scheduler runs; anything else is stale, naming what differs. A
 // record that keeps no state cannot be checked.
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	r := &Record{Values: map[string]string{"scheduler": "kyber", "nr_requests": "64", "iosched/read_lat_nsec": "2000000"}}
 	disk := map[string]string{}
 	read := func(a string) (string, error) {
@@ -112,6 +114,7 @@ func TestCheck(t *testing.T) {
 // earlier format is read as a File of one disk; entries with nothing to
 // put back are dropped; an unreadable file is an error, moved aside whole.
 func TestReadFormats(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "originals.json")
 	f := &File{BootID: "b", PID: 7, Disks: map[string]*Record{"vda": {DiskSeq: "3", Values: map[string]string{"scheduler": "none"},
@@ -164,6 +167,7 @@ func writeFile(t *testing.T, p, s string) {
 // link to /dev/zero (read until memory runs out), is an error at once that
 // names the file.
 func TestReadRefusesWhatIsNotARecord(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "probe-loop0.originals.json")
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {

@@ -67,6 +67,7 @@ func openDisk(t *testing.T, p *Pipeline, name string) *sysfs.Disk {
 // Read reads what the scope asks and no more: the facts a policy tests,
 // and NOWAIT only when a rule tests it; Everything reads the disk whole.
 func TestReadScope(t *testing.T) {
+	t.Parallel()
 	p := newPipeline(t, cloudTree)
 	byClass := parse(t, "[[rule]]\nname = \"nvme\"\n[rule.match]\nclass = \"nvme\"\n[rule.set]\nread_ahead_kb = 128\n")
 	byNoWait := parse(t, "[[rule]]\nname = \"nowait\"\n[rule.match]\nnowait = true\n[rule.set]\nread_ahead_kb = 128\n")
@@ -103,6 +104,7 @@ func TestReadScope(t *testing.T) {
 // tested again; another disk under the name (another device number) is
 // tested.
 func TestReadKeepsNoWaitOfTheSameDisk(t *testing.T) {
+	t.Parallel()
 	p := newPipeline(t, cloudTree)
 	first, err := p.Read(openDisk(t, p, "vda"), Everything(), sysfs.Ident{}, nil)
 	if err != nil {
@@ -133,6 +135,7 @@ func TestReadKeepsNoWaitOfTheSameDisk(t *testing.T) {
 // A disk without queue/ is being added or removed: gone, not bio-based. A
 // bio-based disk (queue/ without a scheduler file) is read as such.
 func TestReadWithoutQueueIsGone(t *testing.T) {
+	t.Parallel()
 	tree := treetest.Copy(t, cloudTree)
 	p := newPipeline(t, tree)
 	dev, err := p.Read(openDisk(t, p, "ram0"), Everything(), sysfs.Ident{}, nil)
@@ -202,6 +205,7 @@ func change(p plan.Device, attr string) *plan.Change {
 // is planned (the interim value). A disk no probing rule matches has no
 // decision.
 func TestAssessProbeDecision(t *testing.T) {
+	t.Parallel()
 	seedDir := t.TempDir()
 	seeded := filepath.Join(seedDir, "fleet.json")
 	for _, tt := range []struct {
@@ -287,6 +291,7 @@ func TestAssessProbeDecision(t *testing.T) {
 // A seeded file that cannot be read is reported, and the assessment
 // stands without a decision.
 func TestAssessUnreadableSeed(t *testing.T) {
+	t.Parallel()
 	p := newPipeline(t, cloudTree)
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	if err := os.WriteFile(bad, []byte("{"), 0o644); err != nil {
@@ -319,6 +324,7 @@ func queueFile(t *testing.T, p *Pipeline, dev *sysfs.Device, attr string) string
 // another holds (a probe measuring the disk) leaves the disk unwritten and
 // prepare not run; a dry run takes no lock and writes nothing.
 func TestWriteUnderTheDisksLock(t *testing.T) {
+	t.Parallel()
 	tree := treetest.Copy(t, cloudTree)
 	p := newPipeline(t, tree)
 	pol := parse(t, "[[rule]]\nname = \"nbd\"\n[rule.match]\nclass = \"nbd\"\n[rule.set]\nnr_requests = 32\n")

@@ -14,6 +14,7 @@ import (
 // disks it handles) must be evaluated and planned exactly as a disk read
 // whole: for every fixture disk and every policy the project ships.
 func TestPlanOnNeededFactsEqualsFullRead(t *testing.T) {
+	t.Parallel()
 	var files []string
 	for _, pattern := range []string{"../policy/default.toml", "../../contrib/policies/*.toml", "../../testdata/policies/*.toml"} {
 		m, err := filepath.Glob(pattern)
@@ -65,6 +66,7 @@ func TestPlanOnNeededFactsEqualsFullRead(t *testing.T) {
 }
 
 func TestNeedsNamesWhatRulesTestAndSet(t *testing.T) {
+	t.Parallel()
 	pol, err := policy.Parse(policy.File{Name: "p.toml", Data: []byte(`
 [[rule]]
 name = "a"

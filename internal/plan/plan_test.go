@@ -47,6 +47,7 @@ func show(p Device) (changes, skipped string) {
 }
 
 func TestFor(t *testing.T) {
+	t.Parallel()
 	unreadable := mqDisk()
 	unreadable.Scheduler = nil
 	tests := []struct {
@@ -157,6 +158,7 @@ func TestFor(t *testing.T) {
 }
 
 func TestWarningsCarryReadProblems(t *testing.T) {
+	t.Parallel()
 	d := mqDisk()
 	d.Errors = []string{"queue/rotational: not 0 or 1: \"banana\""}
 	if p := For(d, policy.Evaluation{}); len(p.Warnings) != 1 || len(p.Errors) != 0 {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestParseAdapt(t *testing.T) {
+	t.Parallel()
 	src := `[[rule]]
 name = "virtio: adaptive"
 match.class = "virtio"
@@ -64,6 +65,7 @@ name = "defaults"
 }
 
 func TestParseAdaptErrors(t *testing.T) {
+	t.Parallel()
 	src := `[[rule]]
 name = "x"
 [rule.probe]
@@ -133,6 +135,7 @@ max_switches_per_day = "6"
 // An adaptive rule needs curves: its own [rule.probe], or seeded results
 // named in [daemon] probe_results, which a later file may give.
 func TestParseAdaptNeedsCurves(t *testing.T) {
+	t.Parallel()
 	rule := `[[rule]]
 name = "a"
 match.class = "virtio"

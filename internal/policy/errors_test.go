@@ -28,6 +28,7 @@ func errorLines(t *testing.T, files ...File) []string {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		src  string

@@ -32,6 +32,7 @@ var matchKeySamples = map[string]string{
 // misplaced key belongs, Needs, UsesNoWait, the manual's entries) agrees
 // with it.
 func TestMatchKeyTable(t *testing.T) {
+	t.Parallel()
 	names := matchKeyNames()
 	if got := validKeysListed(t, "[[rule]]\nname = \"r\"\n[rule.match]\nzzzzzz = 1\n"); !slices.Equal(got, names) {
 		t.Errorf("an unknown match key's error lists %v, the table %v", got, names)
@@ -77,6 +78,7 @@ func TestMatchKeyTable(t *testing.T) {
 // mainline parameter is a [rule.set.iosched] key of its scheduler; and
 // Needs asks for what each one needs read.
 func TestSettableAttributeTable(t *testing.T) {
+	t.Parallel()
 	keys := setKeys()
 	if got := validKeysListed(t, "[[rule]]\nname = \"r\"\n[rule.set]\nzzzzzz = 1\n"); !slices.Equal(got, keys) {
 		t.Errorf("an unknown set key's error lists %v, setKeys %v", got, keys)
@@ -143,6 +145,7 @@ func validKeysListed(t *testing.T, doc string) []string {
 
 // io_poll is refused at validation, with the reason.
 func TestIOPollRefused(t *testing.T) {
+	t.Parallel()
 	_, err := Parse(File{Name: "p.toml", Data: []byte("[[rule]]\nname = \"r\"\n[rule.set]\nio_poll = 1\n")})
 	if err == nil {
 		t.Fatal("io_poll = 1 accepted")

@@ -24,6 +24,7 @@ func ruleNames(p *Policy) []string {
 }
 
 func TestLoadPath(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
 		"one.toml":            rule("single"),
@@ -107,6 +108,7 @@ func TestLoadPath(t *testing.T) {
 }
 
 func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
 	embedded, err := Parse(File{Name: EmbeddedName, Data: Embedded()})
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +171,7 @@ func TestLoadDefaults(t *testing.T) {
 // check`) until someone wrote to it, and a link to /dev/zero was read until
 // the process ran out of memory.
 func TestLoadRefusesWhatIsNotAPolicyFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := loader{file: filepath.Join(dir, "absent.toml"), dir: filepath.Join(dir, "absent.d")}
 	fifo := filepath.Join(dir, "fifo.toml")

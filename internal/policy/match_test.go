@@ -38,6 +38,7 @@ func mustParse(t *testing.T, src string) *Policy {
 }
 
 func TestMatchKeys(t *testing.T) {
+	t.Parallel()
 	hdd := &sysfs.Device{
 		Name: "sda", Class: sysfs.ClassSCSI, Driver: "sd", Transport: "ahci",
 		Rotational: ptr(true), Removable: ptr(false), HWQueues: ptr(1), SizeBytes: ptr(uint64(4 << 40)),
@@ -121,6 +122,7 @@ func TestMatchKeys(t *testing.T) {
 }
 
 func TestExcept(t *testing.T) {
+	t.Parallel()
 	loop := &sysfs.Device{Name: "loop7", Class: sysfs.ClassLoop, Driver: "loop", Rotational: ptr(false), HWQueues: ptr(1)}
 	tests := []struct {
 		name    string
@@ -159,6 +161,7 @@ func TestExcept(t *testing.T) {
 }
 
 func TestEvaluateMerges(t *testing.T) {
+	t.Parallel()
 	p := mustParse(t, `
 [[rule]]
 name = "base"
@@ -229,6 +232,7 @@ wbt_lat_usec = 0
 // TestEmbeddedPolicyDecisions checks what the default policy does to the
 // kinds of disk it documents; vda is this project's test machine.
 func TestEmbeddedPolicyDecisions(t *testing.T) {
+	t.Parallel()
 	p, err := Parse(File{Name: EmbeddedName, Data: Embedded()})
 	if err != nil {
 		t.Fatal(err)
@@ -286,6 +290,7 @@ func TestEmbeddedPolicyDecisions(t *testing.T) {
 // TestEvaluateUntilStopsBetweenRules: the stop is asked before each rule,
 // and once it says yes no further rule is evaluated.
 func TestEvaluateUntilStopsBetweenRules(t *testing.T) {
+	t.Parallel()
 	var src strings.Builder
 	for i := range 50 {
 		fmt.Fprintf(&src, "[[rule]]\nname = \"r%d\"\n[rule.set]\nread_ahead_kb = %d\n", i, 128+4*i)

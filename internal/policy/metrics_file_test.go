@@ -7,6 +7,7 @@ import (
 )
 
 func TestDaemonMetricsFile(t *testing.T) {
+	t.Parallel()
 	p, err := Parse(File{Name: "p.toml", Data: []byte("[daemon]\nmetrics_file = \"/var/lib/prometheus/node-exporter/iosched.prom\"\n")})
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +29,7 @@ func TestDaemonMetricsFile(t *testing.T) {
 }
 
 func TestDaemonMetricsFileErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ value, want string }{
 		{`"iosched.prom"`, `p.toml:2:1: daemon.metrics_file: "iosched.prom" is not an absolute path: the daemon's working directory is /`},
 		{`"/var/lib/node-exporter/iosched.txt"`, `p.toml:2:1: daemon.metrics_file: "/var/lib/node-exporter/iosched.txt" does not end in .prom: node_exporter's textfile collector reads only *.prom files`},

@@ -12,6 +12,7 @@ import (
 
 // TestParseEmbedded keeps the default policy shipped in the binary valid.
 func TestParseEmbedded(t *testing.T) {
+	t.Parallel()
 	p, err := Parse(File{Name: EmbeddedName, Data: Embedded()})
 	if err != nil {
 		t.Fatalf("the embedded policy is invalid:\n%v", err)
@@ -40,6 +41,7 @@ func TestParseEmbedded(t *testing.T) {
 
 // TestParseContrib keeps every example policy valid.
 func TestParseContrib(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../contrib/policies/*.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +64,7 @@ func TestParseContrib(t *testing.T) {
 
 // TestParseIssueExample parses the full example of the policy language.
 func TestParseIssueExample(t *testing.T) {
+	t.Parallel()
 	p := mustParse(t, `# Rules are read top to bottom.
 [[rule]]
 name = "virtio disks: no scheduler"   # required, unique
@@ -133,6 +136,7 @@ restore_on_exit = true
 }
 
 func TestParseDefaults(t *testing.T) {
+	t.Parallel()
 	p := mustParse(t, "")
 	if len(p.Rules) != 0 || p.Daemon.UeventSource != "kernel" || p.Daemon.ReconcileInterval != DefaultReconcileInterval || p.Daemon.RestoreOnExit {
 		t.Errorf("empty policy = %+v", p)
@@ -147,6 +151,7 @@ func TestParseDefaults(t *testing.T) {
 }
 
 func TestParseSeveralFiles(t *testing.T) {
+	t.Parallel()
 	a := File{Name: "a.toml", Data: []byte("[[rule]]\nname = \"one\"\n[rule.set]\nscheduler = \"none\"\n\n[daemon]\nuevent_source = \"udev\"\nreconcile_interval = \"10s\"\n")}
 	b := File{Name: "b.toml", Data: []byte("[[rule]]\nname = \"two\"\n\n[daemon]\nreconcile_interval = \"2m\"\n")}
 	p, err := Parse(a, b)
@@ -183,6 +188,7 @@ func TestParseSeveralFiles(t *testing.T) {
 }
 
 func TestErrorFormat(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		err  Error
 		want string
@@ -201,6 +207,7 @@ func TestErrorFormat(t *testing.T) {
 }
 
 func TestErrorsAs(t *testing.T) {
+	t.Parallel()
 	_, err := Parse(File{Name: "p.toml", Data: []byte("[[rule]]\nname = 1\n[rule.set]\nnomerges = 9\n")})
 	var ptr *Errors
 	var val Errors
@@ -217,6 +224,7 @@ func TestErrorsAs(t *testing.T) {
 }
 
 func TestParseBytes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   any
 		want uint64
@@ -257,6 +265,7 @@ func TestParseBytes(t *testing.T) {
 }
 
 func TestSuggest(t *testing.T) {
+	t.Parallel()
 	valid := setKeys()
 	for in, want := range map[string]string{
 		"readahead_kb": "read_ahead_kb", "Read_Ahead_KB": "read_ahead_kb", "nr_request": "nr_requests",

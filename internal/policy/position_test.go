@@ -7,6 +7,7 @@ import (
 )
 
 func TestPositions(t *testing.T) {
+	t.Parallel()
 	src := strings.Join([]string{
 		`# comment with [[rule]] and key = 1`, // 1
 		`top = "x" # trailing`,                // 2
@@ -72,6 +73,7 @@ func TestPositions(t *testing.T) {
 }
 
 func TestPositionsCount(t *testing.T) {
+	t.Parallel()
 	src := "[[rule]]\nname = \"a\"\n[[rule]]\nname = \"b\"\n[rule.set]\nx = 1\n[[rule]]\n"
 	idx := positions([]byte(src))
 	var got []pos

@@ -11,6 +11,7 @@ import (
 )
 
 func TestParseProbe(t *testing.T) {
+	t.Parallel()
 	src := `[[rule]]
 name = "loops: probe"
 [rule.match]
@@ -73,6 +74,7 @@ probe_results = ["/etc/iosched/probes.d/*.json"]
 }
 
 func TestParseProbeErrors(t *testing.T) {
+	t.Parallel()
 	src := `[[rule]]
 name = "x"
 [rule.probe]
@@ -134,6 +136,7 @@ probe_results = ["etc/*.json", "/x/[.json"]
 }
 
 func TestParseMarginAndMaxAge(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[string]float64{"5%": 0.05, "0%": 0, " 12.5 %": 0.125, "50%": 0.5} {
 		if got, err := ParseMargin(s); err != nil || got != want {
 			t.Errorf("ParseMargin(%q) = %v, %v; want %v", s, got, err, want)
@@ -161,6 +164,7 @@ func TestParseMarginAndMaxAge(t *testing.T) {
 // TestParseProbeInFlight: depth x block size is bounded together, and the
 // error points at the later of the two keys given.
 func TestParseProbeInFlight(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		body string
 		want string // "" when it parses
@@ -194,6 +198,7 @@ func TestParseProbeInFlight(t *testing.T) {
 // options' one validation; a problem with one depth is reported at it,
 // one with the list at the key.
 func TestParseProbeDepths(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		body string
 		want string // "" when it parses

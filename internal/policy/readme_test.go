@@ -8,6 +8,7 @@ import (
 
 // The policies the top README shows parse, so its quick start cannot rot.
 func TestReadmePoliciesParse(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

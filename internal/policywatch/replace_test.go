@@ -15,6 +15,7 @@ import (
 // the path counted as watched still and nothing in the new directory was
 // heard of again.)
 func TestDirectoryRemovedAndRecreated(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "policy.d")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -45,6 +46,7 @@ func TestDirectoryRemovedAndRecreated(t *testing.T) {
 // one): each time the directory the path now leads to is followed, a file
 // added to it too.
 func TestDirectoryReplacedBySymlink(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	dir := filepath.Join(root, "policy.d")
 	if err := os.Mkdir(dir, 0o755); err != nil {

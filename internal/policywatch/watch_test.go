@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -22,7 +23,7 @@ type followed struct {
 	markers   int
 }
 
-var following = map[*Watcher]*followed{}
+var following sync.Map // *Watcher -> *followed
 
 // follow starts a watcher on path (or, with path "", on the default
 // locations file and dir) and stops it at the end of the test.
@@ -40,8 +41,8 @@ func follow(t *testing.T, path, file, dir string) *Watcher {
 		}
 	}
 	w.checked = func(events []string) { f.checks <- events }
-	following[w] = f
-	t.Cleanup(func() { delete(following, w) })
+	following.Store(w, f)
+	t.Cleanup(func() { following.Delete(w) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -70,7 +71,8 @@ func expect(t *testing.T, w *Watcher, n int, what string) {
 // the signals taken meanwhile (none taken unless take).
 func settle(t *testing.T, w *Watcher, take bool) int {
 	t.Helper()
-	f := following[w]
+	v, _ := following.Load(w)
+	f := v.(*followed)
 	f.markers++
 	marker := fmt.Sprintf(".marker-%d", f.markers)
 	write(t, filepath.Join(f.markerDir, marker), "")
@@ -177,6 +179,7 @@ func kubeletUpdate(t *testing.T, dir string, n int, keys map[string]string) {
 // daemon run with --policy /etc/iosched/policy.toml: the file itself (a
 // link through ..data) never changes, only what ..data points to.
 func TestKubeletConfigMapFileKey(t *testing.T) {
+	t.Parallel()
 	dir := kubeletDir(t, map[string]string{"policy.toml": fmt.Sprintf(rule, "v1")})
 	w := follow(t, filepath.Join(dir, "policy.toml"), "", "")
 	expect(t, w, 0, "at start")
@@ -193,6 +196,7 @@ func TestKubeletConfigMapFileKey(t *testing.T) {
 // A ConfigMap with several keys mounted as the policy directory
 // (--policy /etc/iosched/policy.d): an update that adds a key.
 func TestKubeletConfigMapDirectory(t *testing.T) {
+	t.Parallel()
 	dir := kubeletDir(t, map[string]string{"10-base.toml": fmt.Sprintf(rule, "base")})
 	w := follow(t, dir, "", "")
 	kubeletUpdate(t, dir, 1, map[string]string{"10-base.toml": fmt.Sprintf(rule, "base"), "20-more.toml": fmt.Sprintf(rule, "more")})
@@ -204,6 +208,7 @@ func TestKubeletConfigMapDirectory(t *testing.T) {
 // A plain file: written in place, saved by an editor (a new file renamed
 // over it), touched without a change.
 func TestPlainFileEdits(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "policy.toml")
 	write(t, p, fmt.Sprintf(rule, "v1"))
@@ -241,6 +246,7 @@ func TestPlainFileEdits(t *testing.T) {
 // daemon started, then a drop-in added, a hidden file (an editor's), and a
 // file that is not *.toml.
 func TestDefaultLocationsDropIn(t *testing.T) {
+	t.Parallel()
 	etc := t.TempDir()
 	file, dropIn := filepath.Join(etc, "policy.toml"), filepath.Join(etc, "policy.d")
 	write(t, file, fmt.Sprintf(rule, "main"))
@@ -265,6 +271,7 @@ func TestDefaultLocationsDropIn(t *testing.T) {
 // it would wait for a writer): it is a change, signalled, and the watcher
 // goes on.
 func TestFIFOInPlaceDoesNotBlock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "policy.toml")
 	write(t, p, fmt.Sprintf(rule, "v1"))
@@ -281,6 +288,7 @@ func TestFIFOInPlaceDoesNotBlock(t *testing.T) {
 // Signals not taken are coalesced: a daemon busy reloading gets one more,
 // not a queue of them.
 func TestSignalsCoalesce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "policy.toml")
 	write(t, p, fmt.Sprintf(rule, "v1"))

@@ -28,6 +28,7 @@ func curveCand(name string, depths []int, iops, p99 []float64, iopsAt func(depth
 
 // A candidate's curve is each depth's medians over its rounds.
 func TestMedianCurve(t *testing.T) {
+	t.Parallel()
 	c := curveCand("none", []int{1, 4, 16}, []float64{9, 9, 9}, []float64{5, 5, 5}, func(d, round int) float64 {
 		return float64(d*1000 + []int{0, 30, 10, 20}[round]) // medians: d*1000 + 20
 	})
@@ -52,6 +53,7 @@ func TestMedianCurve(t *testing.T) {
 // fields, beside the deep-queue and depth-1 fields of before; the
 // depths at the top.
 func TestCurveJSONShape(t *testing.T) {
+	t.Parallel()
 	depths := []int{1, 4, 16, 64}
 	rep := &Report{Device: "loop7", Engine: EngineIOUring, Depth: 32, Depths: depths, BlockSize: 4096,
 		Candidates: []Candidate{
@@ -191,6 +193,7 @@ const oldProbesJSON = `{
 // seeded; one of another curve is not; and remembering a result with a
 // curve replaces it.
 func TestStoreBeforeCurves(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	seedGlob := filepath.Join(dir, "seeded", "*.json")
 	s := OpenStore(filepath.Join(dir, "state"), []string{seedGlob})

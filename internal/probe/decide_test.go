@@ -17,6 +17,7 @@ func cand(name string, iops, p99 []float64) Candidate {
 }
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	flat := []float64{100, 100, 100}
 	tests := []struct {
 		name      string
@@ -137,6 +138,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestProvenance(t *testing.T) {
+	t.Parallel()
 	d := Decide(ChooseBalanced, 0.05, "mq-deadline", []Candidate{
 		cand("mq-deadline", []float64{111e3, 111e3, 111e3}, []float64{50, 50, 50}),
 		cand("none", []float64{143e3, 143e3, 143e3}, []float64{51, 51, 51}),
@@ -147,6 +149,7 @@ func TestProvenance(t *testing.T) {
 }
 
 func TestMedianAndPercentile(t *testing.T) {
+	t.Parallel()
 	if m := median([]float64{3, 1, 2}); m != 2 {
 		t.Errorf("median odd = %v", m)
 	}
@@ -174,6 +177,7 @@ func TestMedianAndPercentile(t *testing.T) {
 // "none stays" (kyber is what the probe put back): it says none is chosen
 // as the first candidate. With none on the disk it stays.
 func TestDecideIncumbentNotOnTheDisk(t *testing.T) {
+	t.Parallel()
 	flat := []float64{100, 100, 100}
 	cands := []Candidate{cand("none", []float64{100e3, 100e3, 100e3}, flat), cand("mq-deadline", []float64{101e3, 99e3, 100e3}, flat)}
 	d := DecideFor(ChooseBalanced, 0.05, "none", false, cands)

@@ -100,6 +100,7 @@ func TestEngineShortRead(t *testing.T) {
 }
 
 func TestOptionsValidateAndBudget(t *testing.T) {
+	t.Parallel()
 	o := DefaultOptions()
 	if err := o.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
@@ -216,6 +217,7 @@ func readOffsets(e Engine, fd, bs, depth int, offs []int64) (*Sample, map[int64]
 // exactly when the table says it sees punting; and the goroutines an
 // engine asks for cover its readers.
 func TestEngineTable(t *testing.T) {
+	t.Parallel()
 	names := probeopt.EngineNames()
 	for _, e := range engines {
 		if e.new == nil {

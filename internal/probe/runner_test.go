@@ -16,6 +16,7 @@ import (
 // without probing (the fake tree has no device nodes: a probe would be
 // refused), shown as seeded; a disk of another key gets none.
 func TestRunnerSeeded(t *testing.T) {
+	t.Parallel()
 	fs, err := sysfs.NewFS("../../testdata/sysfs/cloud")
 	if err != nil {
 		t.Fatal(err)

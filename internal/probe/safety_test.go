@@ -26,6 +26,7 @@ func testLocks(t *testing.T) *disklock.Locks {
 // (a probe running, in another process) is left alone; once free, recovery
 // deals with it under the lock and lets the lock go again.
 func TestRecoverInterruptedTakesTheLock(t *testing.T) {
+	t.Parallel()
 	fs, err := sysfs.NewFS("../../testdata/sysfs/cloud")
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +69,7 @@ func TestRecoverInterruptedTakesTheLock(t *testing.T) {
 // check by hand. (Before, it was deleted, and the next probe went on as if
 // all was well.)
 func TestUnreadableRecordMovedAside(t *testing.T) {
+	t.Parallel()
 	fs, err := sysfs.NewFS("../../testdata/sysfs/cloud")
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +100,7 @@ func TestUnreadableRecordMovedAside(t *testing.T) {
 // iosched (one disk, its fields at the top, no states left to check) is
 // still restored after an upgrade.
 func TestRecoverEarlierFormat(t *testing.T) {
+	t.Parallel()
 	tree := treetest.Copy(t, "../../testdata/sysfs/cloud")
 	fs, err := sysfs.NewFS(tree)
 	if err != nil {
@@ -121,6 +124,7 @@ func TestRecoverEarlierFormat(t *testing.T) {
 // The depth a measurement saw is time_in_queue's change over its length,
 // through the counter's 32-bit wrap.
 func TestObservedDepth(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		before, after uint64
 		elapsed       time.Duration

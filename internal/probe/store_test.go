@@ -13,6 +13,7 @@ import (
 )
 
 func TestStore(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := OpenStore(filepath.Join(dir, "state"), []string{filepath.Join(dir, "seeded", "*.json")})
 	key := Key{Class: "virtio", Driver: "virtio_blk", HWQueues: 1, QueueDepth: 256, SizeBytes: 1 << 30, Kernel: "6.18.0"}
@@ -114,6 +115,7 @@ func TestStore(t *testing.T) {
 // TestStoreUnreadable: an unreadable probes.json is moved aside once, with
 // an error saying where; the result is stored, and later ones work.
 func TestStoreUnreadable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := OpenStore(dir, nil)
 	garbage := []byte("{not json\n")
@@ -171,6 +173,7 @@ func writeSeed(t *testing.T, path string, recs ...Record) {
 // dated 2030 was taken, and bfq applied to a disk whose rule probes only
 // none and mq-deadline.
 func TestStoreRefusesForgedResults(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	key := Key{Class: "virtio", Driver: "virtio_blk", HWQueues: 1, QueueDepth: 256, SizeBytes: 1 << 30, Kernel: "6.18.0"}
 	method := Method{Engine: EngineIOUring, Depth: 32, BlockSize: 4096, Candidates: []string{"none", "mq-deadline"}}
@@ -232,6 +235,7 @@ func TestStoreRefusesForgedResults(t *testing.T) {
 // hung `iosched probe`, list and plan, and a seed linked to /dev/zero ran
 // the daemon out of memory.
 func TestStoreRefusesWhatIsNotAFile(t *testing.T) {
+	t.Parallel()
 	key := Key{Class: "virtio"}
 	want := Want{Method: Method{Engine: EnginePsync, Depth: 32, BlockSize: 4096, Candidates: []string{"none", "mq-deadline"}}}
 	for name, create := range map[string]func(string) error{
@@ -270,6 +274,7 @@ func TestStoreRefusesWhatIsNotAFile(t *testing.T) {
 // one of another version, or not JSON, is an error naming it, after the
 // files that could be read.
 func TestSeeded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)

@@ -10,6 +10,7 @@ import (
 // removal that fails is an error even when the other file is missing
 // (before, the missing one's ENOENT made the failure count as done).
 func TestOriginalsRemovalFailureReported(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := &Originals{path: filepath.Join(dir, "originals.json"), prev: filepath.Join(dir, "originals.json.prev")}
 	// A non-empty directory where the file is: its removal fails.

@@ -19,6 +19,7 @@ func writeFile(t *testing.T, path, text string) {
 }
 
 func TestReadWhenNoDaemonRuns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := Read(dir); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("no state file: err = %v, want ErrNotRunning", err)
@@ -54,6 +55,7 @@ func TestReadWhenNoDaemonRuns(t *testing.T) {
 // reload read it. Before, a FIFO hung both and /dev/zero ran status out of
 // memory.
 func TestReadRefusesWhatIsNotAStateFile(t *testing.T) {
+	t.Parallel()
 	for name, create := range map[string]func(p string) error{
 		"fifo": func(p string) error { return unix.Mkfifo(p, 0o644) },
 		"link": func(p string) error { return os.Symlink("/dev/zero", p) },

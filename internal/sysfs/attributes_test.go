@@ -10,6 +10,7 @@ import (
 // itself, and every list derived from it (Kind, Tunables, Needs, Settable,
 // the write order, Resets, HasParam) agrees with it.
 func TestAttributeTable(t *testing.T) {
+	t.Parallel()
 	seen := map[Attr]bool{}
 	var tunables []Attr
 	for i, spec := range Attributes() {
@@ -92,6 +93,7 @@ func TestAttributeTable(t *testing.T) {
 // The write order: the scheduler, nr_requests, the parameters by name, the
 // other tunables in table order, then anything unknown.
 func TestWriteOrder(t *testing.T) {
+	t.Parallel()
 	want := []string{"scheduler", "nr_requests", "iosched/async_depth", "iosched/fifo_batch", "iosched/zz_out_of_tree",
 		"read_ahead_kb", "nomerges", "rq_affinity", "add_random", "iostats", "wbt_lat_usec", "max_sectors_kb", "io_timeout", "unknown"}
 	got := slices.Clone(want)
@@ -108,6 +110,7 @@ func TestWriteOrder(t *testing.T) {
 
 // Device.Value and SetValue pick the map by the attribute's kind.
 func TestDeviceValues(t *testing.T) {
+	t.Parallel()
 	old := "mq-deadline"
 	d := &Device{Scheduler: &old, Tunables: map[string]string{"nr_requests": "64"}, IOSched: map[string]string{"fifo_batch": "16"}}
 	if v, ok := d.Value("iosched/fifo_batch"); !ok || v != "16" {

@@ -13,6 +13,7 @@ import (
 // its driver among the class's, and a disk of a bio-based class read as
 // bio-based.
 func TestClassTable(t *testing.T) {
+	t.Parallel()
 	drivers := map[string]Class{}
 	markers := map[string]Class{}
 	for i, s := range ClassSpecs() {

@@ -12,6 +12,7 @@ import (
 // standing for the live /sys) must neither show that disk nor let a write
 // reach it.
 func TestLinksOutOfTheRootAreRefused(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	outside := filepath.Join(base, "outside", "vda")
 	if err := os.MkdirAll(filepath.Join(outside, "queue"), 0o755); err != nil {
@@ -55,6 +56,7 @@ func TestLinksOutOfTheRootAreRefused(t *testing.T) {
 // Inside the root, an absolute link resolves against the root, as it would
 // on the machine the tree was copied from.
 func TestAbsoluteLinkResolvesInsideTheRoot(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	dev := filepath.Join(root, "devices", "virtual", "block", "loop0")
 	if err := os.MkdirAll(filepath.Join(dev, "queue"), 0o755); err != nil {
@@ -87,6 +89,7 @@ func TestAbsoluteLinkResolvesInsideTheRoot(t *testing.T) {
 // Queue attributes are opened through the directory a read found; when it
 // is gone (the disk removed and created again elsewhere), through block/.
 func TestRememberedDirectoryGoneFallsBackToBlock(t *testing.T) {
+	t.Parallel()
 	root := copyTree(t, cloudTree)
 	fs := newFS(t, root)
 	d, err := fs.Device("loop0")

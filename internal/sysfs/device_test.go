@@ -82,6 +82,7 @@ var cloudDisks = []struct {
 }
 
 func TestDisksCloud(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, cloudTree)
 	got, err := fs.Disks()
 	if err != nil {
@@ -109,6 +110,7 @@ func TestDisksCloud(t *testing.T) {
 }
 
 func TestDeviceCloud(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, cloudTree)
 	for _, w := range cloudDisks {
 		t.Run(w.name, func(t *testing.T) {
@@ -177,6 +179,7 @@ func fmtPtr[T any](p *T) any {
 // TestCloudCoversEveryClass keeps the fixture honest: each class policies can
 // match has at least one disk to be tested on.
 func TestCloudCoversEveryClass(t *testing.T) {
+	t.Parallel()
 	seen := map[Class]bool{}
 	for _, d := range cloudDisks {
 		seen[d.class] = true
@@ -189,6 +192,7 @@ func TestCloudCoversEveryClass(t *testing.T) {
 }
 
 func TestDeviceTunables(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, cloudTree)
 
 	vda, err := fs.Device("vda")
@@ -262,6 +266,7 @@ func TestDeviceTunables(t *testing.T) {
 }
 
 func TestDeviceInvalidName(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, cloudTree)
 	// "../block/vda" would resolve to a real disk of the tree if it were
 	// ever joined into a path.
@@ -279,6 +284,7 @@ func TestDeviceInvalidName(t *testing.T) {
 }
 
 func TestDeviceMissing(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, cloudTree)
 	_, err := fs.Device("vdq")
 	if !errors.Is(err, ErrNoDevice) || !Gone(err) {
@@ -315,6 +321,7 @@ var brokenDisks = map[string][]string{
 }
 
 func TestBrokenTree(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, brokenTree)
 	names, err := fs.Disks()
 	if err != nil {
@@ -378,6 +385,7 @@ func TestBrokenTree(t *testing.T) {
 
 // TestClassOnlyTree reads a tree with class/block but no block/ directory.
 func TestClassOnlyTree(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, classOnlyTree)
 	if _, err := os.Lstat(filepath.Join(classOnlyTree, "block")); !os.IsNotExist(err) {
 		t.Fatalf("fixture has a block/ directory: %v", err)
@@ -410,6 +418,7 @@ func TestClassOnlyTree(t *testing.T) {
 // TestNoBlockTree: a root that is no sysfs at all is an error, not a panic or
 // an empty list.
 func TestNoBlockTree(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, t.TempDir())
 	if names, err := fs.Disks(); err == nil {
 		t.Fatalf("Disks() on an empty tree = %q, nil; want an error", names)
@@ -428,6 +437,7 @@ func copyTree(t *testing.T, src string) string { return treetest.Copy(t, src) }
 // TestDeviceRemovedAfterListing: a disk listed by Disks and gone before
 // Device reads it is ErrNoDevice, whichever link goes first.
 func TestDeviceRemovedAfterListing(t *testing.T) {
+	t.Parallel()
 	root := copyTree(t, cloudTree)
 	fs := newFS(t, root)
 	names, err := fs.Disks()
@@ -457,6 +467,7 @@ func TestDeviceRemovedAfterListing(t *testing.T) {
 // TestDeviceQueueMissing: a disk without queue/ (being added or removed) is
 // reported with an error, not as a plausible disk with unknown attributes.
 func TestDeviceQueueMissing(t *testing.T) {
+	t.Parallel()
 	root := copyTree(t, cloudTree)
 	if err := os.RemoveAll(filepath.Join(root, "devices/virtual/block/loop0/queue")); err != nil {
 		t.Fatal(err)
@@ -473,6 +484,7 @@ func TestDeviceQueueMissing(t *testing.T) {
 // TestRootThroughSymlink: Path stays relative to the tree when the root is
 // reached through a symlink (or given as a relative path).
 func TestRootThroughSymlink(t *testing.T) {
+	t.Parallel()
 	abs, err := filepath.Abs(cloudTree)
 	if err != nil {
 		t.Fatal(err)
@@ -493,6 +505,7 @@ func TestRootThroughSymlink(t *testing.T) {
 }
 
 func TestQueueAttrs(t *testing.T) {
+	t.Parallel()
 	root := copyTree(t, cloudTree)
 	fs := newFS(t, root)
 	for _, attr := range []string{"scheduler", "nr_requests", "iosched/read_expire", "wbt_lat_usec"} {

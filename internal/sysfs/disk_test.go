@@ -22,6 +22,7 @@ func openCloudLoop0(t *testing.T) (FS, *Disk) {
 // A Disk reads and writes one disk through its open directory, refuses
 // another name, and writes what it then reads back.
 func TestDiskReadWriteThroughDirectory(t *testing.T) {
+	t.Parallel()
 	fs, disk := openCloudLoop0(t)
 	d, err := disk.Read(FactAll, Ident{})
 	if err != nil {
@@ -69,6 +70,7 @@ func TestDiskReadWriteThroughDirectory(t *testing.T) {
 // disk's; an event from an earlier disk of that name (another diskseq) is
 // not trusted, and dev is read.
 func TestDiskFactsKnownIdent(t *testing.T) {
+	t.Parallel()
 	fs, disk := openCloudLoop0(t)
 	if err := os.WriteFile(filepath.Join(fs.Root(), "devices", "virtual", "block", "loop0", "diskseq"), []byte("9\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -96,6 +98,7 @@ func TestDiskFactsKnownIdent(t *testing.T) {
 // Once the disk's directory is gone, and another disk has taken its name
 // and its place, nothing is read or written through the old handle.
 func TestDiskRemovedUnderHandle(t *testing.T) {
+	t.Parallel()
 	fs, disk := openCloudLoop0(t)
 	dir := filepath.Join(fs.Root(), "devices", "virtual", "block", "loop0")
 	if err := os.Rename(dir, dir+"-old"); err != nil {
@@ -132,6 +135,7 @@ func TestDiskRemovedUnderHandle(t *testing.T) {
 // that is a link out of it (a copied tree pointing at the live /sys) is
 // refused.
 func TestDiskWriteStaysBelowDirectory(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	outside := filepath.Join(base, "outside")
 	if err := os.MkdirAll(outside, 0o755); err != nil {
@@ -175,6 +179,7 @@ func TestDiskWriteStaysBelowDirectory(t *testing.T) {
 // itself, as in a tree copied with one link too many) is not opened for
 // writing: the handle is opened confined to the root, like every write.
 func TestDiskDirectoryThroughLinkOutOfRoot(t *testing.T) {
+	t.Parallel()
 	for _, target := range []string{"abs", "../outside/devices"} {
 		t.Run(target, func(t *testing.T) {
 			base := t.TempDir()
@@ -219,6 +224,7 @@ func TestDiskDirectoryThroughLinkOutOfRoot(t *testing.T) {
 // not taken, and the disk is found by its name. A copied tree (not a live
 // sysfs) keeps no scheduler file open: its writes truncate the file.
 func TestDiskOpenAtDevPath(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, copyTree(t, cloudTree))
 	for _, devpath := range []string{
 		"/devices/virtual/block/loop0",

@@ -5,6 +5,7 @@ import "testing"
 // Every tunable has a bit of its own inside FactAll, above the other facts,
 // and the bits fit in Facts.
 func TestFactBits(t *testing.T) {
+	t.Parallel()
 	seen := FactIOSched<<1 - 1 // the fact bits below the tunables'
 	for _, name := range Tunables() {
 		b := name.Needs()
@@ -26,6 +27,7 @@ func TestFactBits(t *testing.T) {
 
 // A disk read for some facts leaves the others unknown, never wrong.
 func TestDeviceFactsReadsOnlyWhatIsAsked(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, cloudTree)
 	d, err := fs.DeviceFacts("sdb", FactRotational|Attr("nr_requests").Needs())
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseScheduler(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		in      string
@@ -77,6 +78,7 @@ func FuzzParseScheduler(f *testing.F) {
 }
 
 func TestValidateName(t *testing.T) {
+	t.Parallel()
 	good := []string{"vda", "nvme0n1", "dm-0", "md_home", "cciss!c0d0", "loop7100", strings.Repeat("a", 255)}
 	for _, n := range good {
 		if err := ValidateName(n); err != nil {
@@ -92,6 +94,7 @@ func TestValidateName(t *testing.T) {
 }
 
 func TestParseAttributes(t *testing.T) {
+	t.Parallel()
 	if v, err := parseUint([]byte("41943040\n")); err != nil || v != 41943040 {
 		t.Errorf("parseUint = %d, %v", v, err)
 	}
@@ -121,6 +124,7 @@ func TestParseAttributes(t *testing.T) {
 }
 
 func TestNaturalLess(t *testing.T) {
+	t.Parallel()
 	in := []string{"loop10", "sdb", "nvme10n1", "loop2", "sda", "nvme2n1", "dm-1", "loop0", "nvme1c1n1", "nvme1n1", "dm-10", "sdaa"}
 	want := []string{"dm-1", "dm-10", "loop0", "loop2", "loop10", "nvme1c1n1", "nvme1n1", "nvme2n1", "nvme10n1", "sda", "sdaa", "sdb"}
 	slices.SortFunc(in, func(a, b string) int {

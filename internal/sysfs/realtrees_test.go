@@ -59,6 +59,7 @@ func (disk *Disk) closeIfOpen() {
 }
 
 func TestLinux26(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, linux26Tree)
 	if got := disksOf(t, fs); !slices.Equal(got, []string{"cciss!c0d0", "sda"}) {
 		t.Fatalf("Disks() = %q, want cciss!c0d0 sda", got)
@@ -100,6 +101,7 @@ func TestLinux26(t *testing.T) {
 
 // Without DEVNAME in the uevent, the '!' still stands for '/'.
 func TestDevNameWithoutUevent(t *testing.T) {
+	t.Parallel()
 	tree := treetest.Copy(t, linux26Tree)
 	ue := filepath.Join(tree, "block", "cciss!c0d0", "uevent")
 	if err := os.WriteFile(ue, []byte("MAJOR=104\nMINOR=0\nDEVTYPE=disk\n"), 0o644); err != nil {
@@ -119,6 +121,7 @@ func TestDevNameWithoutUevent(t *testing.T) {
 }
 
 func TestRHEL5DeprecatedLayout(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, rhel5Tree)
 	if got := disksOf(t, fs); !slices.Equal(got, []string{"hda"}) {
 		t.Fatalf("Disks() = %q, want hda", got)
@@ -136,6 +139,7 @@ func TestRHEL5DeprecatedLayout(t *testing.T) {
 
 // partitionOf takes any one of its three signs.
 func TestPartitionOf(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(rel, content string) {
 		p := filepath.Join(dir, rel)
@@ -172,6 +176,7 @@ func TestPartitionOf(t *testing.T) {
 // A capture of the ghw kind keeps queue/rotational only: nothing is
 // guessed from what is not there.
 func TestGhwSnapshotMissingFiles(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, ghwTree)
 	if got := disksOf(t, fs); !slices.Equal(got, []string{"nvme0n1", "vda"}) {
 		t.Fatalf("Disks() = %q", got)
@@ -196,6 +201,7 @@ func TestGhwSnapshotMissingFiles(t *testing.T) {
 }
 
 func TestVirtioSCSITransport(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, virtioSCSITree)
 	for _, w := range []struct{ name, driver, transport string }{
 		{"sda", "sd", "virtio_scsi"},
@@ -233,6 +239,7 @@ func TestVirtioSCSITransport(t *testing.T) {
 }
 
 func TestLinux416BioBased(t *testing.T) {
+	t.Parallel()
 	fs := newFS(t, linux416Tree)
 	if got := disksOf(t, fs); !slices.Equal(got, []string{"dm-0", "sda"}) {
 		t.Fatalf("Disks() = %q", got)
@@ -268,6 +275,7 @@ func TestLinux416BioBased(t *testing.T) {
 }
 
 func TestCaptureRootHint(t *testing.T) {
+	t.Parallel()
 	_, err := NewFS(captureTree)
 	var nested *NestedRootError
 	if want := filepath.Join(captureTree, "sys"); !errors.As(err, &nested) || nested.Tree != want || nested.Root != captureTree {
@@ -293,6 +301,7 @@ func TestCaptureRootHint(t *testing.T) {
 // Partitions in class/block that only their uevent or directory tells
 // apart are not listed on a tree without block/.
 func TestClassOnlyPartitionsByUevent(t *testing.T) {
+	t.Parallel()
 	tree := treetest.Copy(t, filepath.Join(captureTree, "sys"))
 	part := filepath.Join(tree, "devices/virtual/block/loop0/loop0p1")
 	if err := os.MkdirAll(part, 0o755); err != nil {
@@ -314,6 +323,7 @@ func TestClassOnlyPartitionsByUevent(t *testing.T) {
 }
 
 func TestLive(t *testing.T) {
+	t.Parallel()
 	if newFS(t, cloudTree).Live() {
 		t.Error("the cloud tree is taken for a live sysfs")
 	}

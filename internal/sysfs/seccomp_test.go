@@ -17,6 +17,7 @@ import (
 // links out of the root still refused. The filter is installed in a child
 // process (a seccomp filter cannot be removed).
 func TestQueueAttrsWithoutOpenat2(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("IOSCHED_TEST_NO_OPENAT2") != "" {
 		noOpenat2(t)
 		fs := newFS(t, os.Getenv("IOSCHED_TEST_NO_OPENAT2"))

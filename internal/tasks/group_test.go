@@ -43,6 +43,7 @@ func within(t *testing.T, ch <-chan struct{}, what string) {
 
 // Ready comes once every task started is ready, not before.
 func TestTasksReadyWhenAllAre(t *testing.T) {
+	t.Parallel()
 	g := NewGroup(context.Background())
 	defer g.Stop(time.Second)
 	a, b := newGatedTask("a"), newGatedTask("b")
@@ -62,6 +63,7 @@ func TestTasksReadyWhenAllAre(t *testing.T) {
 // A task's error reaches the owner, named after the task (the daemon stops
 // on it); an error after the stop began is not a failure.
 func TestTasksFailure(t *testing.T) {
+	t.Parallel()
 	g := NewGroup(context.Background())
 	a := newGatedTask("uevent monitor")
 	g.Start(a)
@@ -102,6 +104,7 @@ func TestTasksStop(t *testing.T) {
 // WaitFor waits for the jobs it is asked about only, and names those
 // still running at its bound.
 func TestWaitFor(t *testing.T) {
+	t.Parallel()
 	g := NewGroup(context.Background())
 	defer g.Stop(time.Second)
 	probing, endProbe := make(chan struct{}), make(chan struct{})

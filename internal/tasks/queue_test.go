@@ -18,6 +18,7 @@ func ask(n int) func(*asks) { return func(j *asks) { *j = append(*j, n) } }
 // A burst of asks for a name whose pass runs makes exactly one more pass,
 // which carries every ask of the burst, in order.
 func TestQueueCoalescesABurstIntoOneMorePass(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var runs []asks
@@ -55,6 +56,7 @@ func TestQueueCoalescesABurstIntoOneMorePass(t *testing.T) {
 
 // Asks for a name that is queued but not started merge into that pass.
 func TestQueueMergesIntoAQueuedPass(t *testing.T) {
+	t.Parallel()
 	block := make(chan struct{})
 	var mu sync.Mutex
 	var runs []asks
@@ -85,6 +87,7 @@ func TestQueueMergesIntoAQueuedPass(t *testing.T) {
 // twice at once. The first passes wait until limit of them run at once, so
 // a queue that ran fewer would fail (at the 5 s bound), not pass by luck.
 func TestQueueParallelAcrossNamesSerialWithinOne(t *testing.T) {
+	t.Parallel()
 	const limit = 4
 	var now, peak atomic.Int32
 	var perName sync.Map
@@ -152,6 +155,7 @@ func TestQueueParallelAcrossNamesSerialWithinOne(t *testing.T) {
 // starts only after it returned, and sees only the asks made after the
 // running pass took its work.
 func TestQueueOneNamesPassesInOrder(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var runs []asks
 	inPass := make(chan struct{})
@@ -191,6 +195,7 @@ func TestQueueOneNamesPassesInOrder(t *testing.T) {
 // PassOver is closed at once when no pass runs, and when the running one
 // returns otherwise, not before.
 func TestQueuePassOver(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{})
 	release := make(chan struct{})
 	q := NewQueue(1, func(name string, j asks) {
@@ -230,6 +235,7 @@ func TestQueuePassOver(t *testing.T) {
 // Close releases waiters of passes that will not run, waits for the ones
 // in flight, and makes later kicks do nothing.
 func TestQueueClose(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{})
 	var ran sync.Map
@@ -283,6 +289,7 @@ func TestQueueClose(t *testing.T) {
 // WaitFor gives up after its timeout, returns true at once on a zero
 // count, and wakes every waiter when the count drops to zero.
 func TestBarrierWaitFor(t *testing.T) {
+	t.Parallel()
 	var b Barrier
 	if !b.WaitFor(time.Nanosecond) {
 		t.Fatal("WaitFor on a zero count returned false")

@@ -9,6 +9,7 @@ import (
 // from the moment Go starts it until it has returned, and its error comes
 // on the channel.
 func TestGoRecordsUntilTheWriteReturns(t *testing.T) {
+	t.Parallel()
 	changes := make(chan struct{}, 8)
 	w := NewWrites(func() { changes <- struct{}{} })
 	unblock := make(chan struct{})
@@ -38,6 +39,7 @@ func TestGoRecordsUntilTheWriteReturns(t *testing.T) {
 // TestAddAndAll: writes running elsewhere are recorded until done; All
 // lists them by disk; done twice forgets once.
 func TestAddAndAll(t *testing.T) {
+	t.Parallel()
 	w := NewWrites(nil)
 	doneB := w.Add("loopB", "restore")
 	doneA := w.Add("loopA", "restore")
@@ -58,6 +60,7 @@ func TestAddAndAll(t *testing.T) {
 
 // TestNilRecordsNothing: a nil *Writes (a CLI probe) still runs the write.
 func TestNilRecordsNothing(t *testing.T) {
+	t.Parallel()
 	var w *Writes
 	if err := w.Go("loop1", "restore", func() error { return nil }).Err(); err != nil {
 		t.Fatal(err)

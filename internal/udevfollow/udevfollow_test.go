@@ -14,6 +14,7 @@ import (
 // heard lately. A socket file that nothing listens on (udevd gone) is no
 // udevd.
 func TestNoUdevd(t *testing.T) {
+	t.Parallel()
 	control := filepath.Join(t.TempDir(), "control")
 	f := New("", control, nil)
 	if err := f.NoUdevd(); err == nil {
@@ -46,6 +47,7 @@ func TestNoUdevd(t *testing.T) {
 // A grace timer pending at stop is stopped and dropped, and none asked
 // for after is armed: nothing is left to fire after Run.
 func TestGraceTimersStopped(t *testing.T) {
+	t.Parallel()
 	var f Follower
 	fired := make(chan string, 3)
 	f.AfterGrace(time.Millisecond, func() { fired <- "before" })

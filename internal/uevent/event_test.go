@@ -12,6 +12,7 @@ import (
 )
 
 func TestParseEvent(t *testing.T) {
+	t.Parallel()
 	udevMsg := func(props string) []byte {
 		// libudev's header: "libudev\0", magic (big endian), header size,
 		// properties offset and length (native endian), filter fields.
@@ -85,6 +86,7 @@ func TestParseEvent(t *testing.T) {
 }
 
 func TestParseUdevd(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		raw  []byte

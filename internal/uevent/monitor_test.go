@@ -43,6 +43,7 @@ func next(t *testing.T, events <-chan Event) Event {
 }
 
 func TestMonitorENOBUFSMeansRescanAndKeepsTheSocket(t *testing.T) {
+	t.Parallel()
 	c := ueventtest.NewConn()
 	fd := newFakeDialer(c)
 	events, log := startMonitor(t, fd)
@@ -63,6 +64,7 @@ func TestMonitorENOBUFSMeansRescanAndKeepsTheSocket(t *testing.T) {
 }
 
 func TestMonitorReconnectsAfterSocketError(t *testing.T) {
+	t.Parallel()
 	first, second := ueventtest.NewConn(), ueventtest.NewConn()
 	fd := newFakeDialer(first, second)
 	events, log := startMonitor(t, fd)
@@ -88,6 +90,7 @@ func TestMonitorReconnectsAfterSocketError(t *testing.T) {
 }
 
 func TestMonitorKeepsRetryingTheSocket(t *testing.T) {
+	t.Parallel()
 	c, later := ueventtest.NewConn(), ueventtest.NewConn()
 	fd := newFakeDialer(c)
 	events, log := startMonitor(t, fd)
@@ -100,6 +103,7 @@ func TestMonitorKeepsRetryingTheSocket(t *testing.T) {
 }
 
 func TestMonitorDropsForgedEvents(t *testing.T) {
+	t.Parallel()
 	c := ueventtest.NewConn()
 	events, log := startMonitor(t, newFakeDialer(c))
 	c.Msgs <- ueventtest.Msg{Err: fmt.Errorf("%w: kernel group message sent by pid 4242", netlink.ErrUntrustedSender)}
@@ -115,6 +119,7 @@ func TestMonitorDropsForgedEvents(t *testing.T) {
 // Close unblocks a reader waiting for a message and returns once it has
 // ended, the socket closed.
 func TestMonitorCloseUnblocksTheReader(t *testing.T) {
+	t.Parallel()
 	c := ueventtest.NewConn()
 	m, err := Listen(Options{Dial: newFakeDialer(c).dial})
 	if err != nil {
@@ -141,6 +146,7 @@ func TestMonitorCloseUnblocksTheReader(t *testing.T) {
 
 // Close ends a reconnect waiting out its backoff.
 func TestMonitorCloseEndsAReconnect(t *testing.T) {
+	t.Parallel()
 	c := ueventtest.NewConn()
 	log := &ueventtest.LogBuffer{}
 	m, err := Listen(Options{Dial: newFakeDialer(c).dial, Log: slog.New(slog.NewTextHandler(log, nil))})
@@ -163,6 +169,7 @@ func TestMonitorCloseEndsAReconnect(t *testing.T) {
 // reader has ended; a message heard, kept or not, is when udevd last
 // spoke.
 func TestMonitorRunAsATask(t *testing.T) {
+	t.Parallel()
 	c := ueventtest.NewConn()
 	m, err := Listen(Options{Source: UdevDone, Dial: newFakeDialer(c).dial})
 	if err != nil {

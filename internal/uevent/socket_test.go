@@ -9,6 +9,7 @@ import (
 )
 
 func TestCheckSender(t *testing.T) {
+	t.Parallel()
 	creds := func(pid, uid int) []byte {
 		return syscall.UnixCredentials(&syscall.Ucred{Pid: int32(pid), Uid: uint32(uid)})
 	}

@@ -15,6 +15,7 @@ import (
 // not answer. The listener hears the message that ends a conversation, so
 // udevd logs nothing about the check.
 func TestUdevdAnswers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	control := filepath.Join(dir, "control")
 	if err := UdevdAnswers(control); !errors.Is(err, syscall.ENOENT) {

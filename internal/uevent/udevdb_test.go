@@ -13,6 +13,7 @@ import (
 // place gives no properties at once, where reading it waited for a writer
 // and held up the disk's pass.
 func TestUdevPropertiesRefusesAFIFO(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "b8:0"), []byte("S:disk/by-id/x\nE:ID_MODEL=X\nE:ID_BUS=ata\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestDefaultIsValid(t *testing.T) {
+	t.Parallel()
 	d := Default()
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
@@ -14,6 +15,7 @@ func TestDefaultIsValid(t *testing.T) {
 }
 
 func TestProblems(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		edit func(*Options)

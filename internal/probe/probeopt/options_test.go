@@ -11,6 +11,7 @@ import (
 // it there), a candidate's by its index, and the limit on depth and block
 // size together only when each passed its own.
 func TestProblems(t *testing.T) {
+	t.Parallel()
 	d := Default()
 	if ps := d.Problems(); ps != nil {
 		t.Fatalf("defaults: %v", ps)
@@ -84,6 +85,7 @@ func TestProblems(t *testing.T) {
 // Zero fields are the defaults, but Margin's and Engine's zero, which are
 // choices of their own.
 func TestWithDefaults(t *testing.T) {
+	t.Parallel()
 	got := Options{Depth: 8, Margin: 0}.WithDefaults()
 	want := Default()
 	want.Depth, want.Margin = 8, 0

@@ -8,6 +8,7 @@ import (
 // Ratios are taken within each round, and the targets judged on their
 // medians; the peak is the highest of every run of the build judged.
 func TestSummarize(t *testing.T) {
+	t.Parallel()
 	m := metrics{"reps": 3, "cpus": 2, "loops": 1000,
 		"hwm_kib": 17000, "rss_kib": 14000, "rescan_best_s": 0.02, "rescan_median_s": 0.03, "rescan_writes": 0,
 		"idle.quiet_ticks": 0, "idle.quiet_seconds": 10}
@@ -69,6 +70,7 @@ func TestSummarize(t *testing.T) {
 // A round that lacks a figure is left out of its ratios; with none, the
 // target is not judged at all.
 func TestSummarizeMissing(t *testing.T) {
+	t.Parallel()
 	m := metrics{"reps": 2}
 	m[roundKey(1, "raw.write_s")] = 0.2
 	m[roundKey(1, "iosched_burst.converge_s")] = 0.25
