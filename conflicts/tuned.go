@@ -28,6 +28,8 @@ const (
 	// tunedProfileMode says "auto" when tuned applies the profile its
 	// recommend.d rules pick instead of active_profile.
 	tunedProfileMode = "/etc/tuned/profile_mode"
+	// tunedMainConf is tuned's own settings (utils/global_config.py).
+	tunedMainConf = "/etc/tuned/tuned-main.conf"
 )
 
 // Size caps: active_profile is a line of names, a profile a few KiB of
@@ -223,11 +225,15 @@ func loadTuned(root string) (*tunedConfig, []string, error) {
 	if len(safe) == 0 {
 		return nil, nil, fmt.Errorf("tuned profiles %q: no name tuned accepts", names)
 	}
+	settings, err := readTunedMain(root)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg := &tunedConfig{profile: strings.Join(names, " ")}
 	var problems []string
 	for _, vm := range []bool{false, true} {
 		vars := &tunedVars{vm: vm}
-		pass, probs, err := loadTunedPass(root, safe, vars)
+		pass, probs, err := loadTunedPass(root, safe, vars, settings)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -263,7 +269,7 @@ func tunedKnown(root, name string) bool {
 
 // loadTunedPass is loader.py load and units/manager.py create for one way
 // of evaluating ${f:virt_check}.
-func loadTunedPass(root string, names []string, vars *tunedVars) (tunedPass, []string, error) {
+func loadTunedPass(root string, names []string, vars *tunedVars, settings tunedSettings) (tunedPass, []string, error) {
 	var profiles []*tunedProfile
 	var processed []string
 	if err := loadTunedProfiles(root, names, &profiles, &processed, vars); err != nil {
@@ -293,7 +299,16 @@ func loadTunedPass(root string, names []string, vars *tunedVars) (tunedPass, []s
 		priority int64
 	}
 	var list []sorted
-	cpuinfo, cpuinfoErr := safefile.Read(filepath.Join(root, "/proc/cpuinfo"), maxTunedFile)
+	cpuinfo, cpuinfoErr := []byte(settings.cpuinfo), error(nil)
+	if !settings.hasCPUInfo {
+		cpuinfo, cpuinfoErr = safefile.Read(filepath.Join(root, "/proc/cpuinfo"), maxTunedFile)
+	}
+	uname := func() (string, bool) {
+		if settings.hasUname {
+			return settings.uname, true
+		}
+		return unameString(root)
+	}
 	for _, u := range merged.units {
 		if !u.enabled {
 			continue
@@ -306,7 +321,7 @@ func loadTunedPass(root string, names []string, vars *tunedVars) (tunedPass, []s
 			text func() (string, bool)
 		}{
 			{u.cpuinfoRE, "/proc/cpuinfo", func() (string, bool) { return string(cpuinfo), cpuinfoErr == nil }},
-			{u.unameRE, "uname", func() (string, bool) { return unameString(root) }},
+			{u.unameRE, "uname", uname},
 		} {
 			if c.opt == nil {
 				continue
@@ -328,7 +343,7 @@ func loadTunedPass(root string, names []string, vars *tunedVars) (tunedPass, []s
 		if skip {
 			continue
 		}
-		prio := int64(0) // tuned-main.conf's default_instance_priority
+		prio := settings.priority
 		if o, ok := u.opts.opts["priority"]; ok {
 			n, err := pyInt(o.value)
 			if err != nil {
@@ -360,6 +375,48 @@ func loadTunedPass(root string, names []string, vars *tunedVars) (tunedPass, []s
 		p.instances = append(p.instances, s.in)
 	}
 	return p, problems, nil
+}
+
+// tunedSettings are the tuned-main.conf settings that decide which
+// instances tuned creates and in which order.
+type tunedSettings struct {
+	priority             int64 // default_instance_priority
+	cpuinfo, uname       string
+	hasCPUInfo, hasUname bool
+}
+
+// readTunedMain reads tuned-main.conf as global_config.py does: key=value
+// lines with no section header (a later [section] is none of tuned's).
+// No file: tuned's defaults.
+func readTunedMain(root string) (tunedSettings, error) {
+	var st tunedSettings
+	b, err := safefile.Read(filepath.Join(root, tunedMainConf), maxTunedFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("reading tuned's settings: %w", err)
+	}
+	secs, err := parseTunedConf(tunedMainConf, "[tuned-main]\n"+string(b), false, 0)
+	if err != nil {
+		return st, fmt.Errorf("tuned does not start: %w", err)
+	}
+	opts := secs[0].opts
+	if o, ok := opts["default_instance_priority"]; ok {
+		// application.py: int() of ConfigParser.getint's value.
+		n, err := pyInt(o.value)
+		if err != nil {
+			return st, fmt.Errorf("%s:%d: default_instance_priority=%q is not a number; tuned does not start", o.file, o.line, o.value)
+		}
+		st.priority = n
+	}
+	if o, ok := opts["cpuinfo_string"]; ok {
+		st.cpuinfo, st.hasCPUInfo = o.value, true
+	}
+	if o, ok := opts["uname_string"]; ok {
+		st.uname, st.hasUname = o.value, true
+	}
+	return st, nil
 }
 
 func removeUnit(units []*tunedUnit, name string) []*tunedUnit {

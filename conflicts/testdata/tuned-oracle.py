@@ -53,6 +53,7 @@ from tuned.profiles.locator import Locator
 from tuned.profiles.merger import Merger
 from tuned.profiles.factory import Factory
 from tuned.units.manager import Manager
+from tuned.utils.global_config import GlobalConfig
 
 # Functions iosched evaluates (pure ones); the others are stubbed to give no
 # value, as tuned does when one fails.
@@ -148,9 +149,14 @@ def main():
         return
     out["profile"] = profile.name
 
-    # units/manager.py create: filters, default priority, stable sort.
-    cpuinfo = None
-    if os.path.exists(root + "/proc/cpuinfo"):
+    # units/manager.py create: filters, default priority (from
+    # tuned-main.conf, as daemon/application.py reads it), stable sort.
+    config = {}
+    if os.path.exists(root + consts.GLOBAL_CONFIG_FILE):
+        config = GlobalConfig(root + consts.GLOBAL_CONFIG_FILE)
+    def_priority = int(config.get(consts.CFG_DEFAULT_INSTANCE_PRIORITY, consts.CFG_DEF_DEFAULT_INSTANCE_PRIORITY))
+    cpuinfo = config.get(consts.CFG_CPUINFO_STRING)
+    if cpuinfo is None and os.path.exists(root + "/proc/cpuinfo"):
         with open(root + "/proc/cpuinfo") as f:
             cpuinfo = f.read()
     fake_manager = types.SimpleNamespace(_config={consts.CFG_CPUINFO_STRING: cpuinfo}, _cmd=None)
@@ -165,7 +171,7 @@ def main():
                 raise SystemExit("%s: cpuinfo_regex needs ROOT/proc/cpuinfo" % name)
             elif not Manager._unit_matches_cpuinfo(fake_manager, info):
                 continue
-        info.options.setdefault("priority", 0)
+        info.options.setdefault("priority", def_priority)
         info.options["priority"] = int(info.options["priority"])
         infos.append(info)
     infos.sort(key=lambda x: x.options["priority"])
