@@ -179,7 +179,7 @@ func loadTuned(root string) (*tunedConfig, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	active, _, err := read(TunedActiveProfile)
+	active, hasActive, err := read(TunedActiveProfile)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -187,12 +187,18 @@ func loadTuned(root string) (*tunedConfig, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// daemon.py _get_startup_profile: in auto mode, and with no mode and
+	// no active profile, tuned asks its recommender, which runs commands
+	// and reads the machine.
+	recommended := fmt.Sprintf("if tuned runs, it applies the profile its recommend.d rules pick (%s says auto, or neither it nor %s names one); that profile is not read here", tunedProfileMode, TunedActiveProfile)
 	switch mode {
-	case "", "manual":
+	case "manual":
+	case "":
+		if hasActive && active == "" {
+			return nil, []string{recommended}, nil
+		}
 	case "auto":
-		// daemon.py _get_startup_profile: in auto mode tuned asks its
-		// recommender, which runs commands and reads the machine.
-		return nil, []string{fmt.Sprintf("%s says auto: tuned applies the profile its recommend.d rules pick, not %s; it is not read here", tunedProfileMode, TunedActiveProfile)}, nil
+		return nil, []string{recommended}, nil
 	default:
 		return nil, nil, fmt.Errorf("%s: %q is neither auto nor manual; tuned applies no profile", tunedProfileMode, mode)
 	}

@@ -121,7 +121,9 @@ func TestTunedLoadRefusals(t *testing.T) {
 		files map[string]string
 		want  string // in a problem; "" none and bfq on vda
 	}{
-		"auto":            {map[string]string{tunedProfileMode: "auto\n"}, "says auto: tuned applies the profile its recommend.d rules pick"},
+		"auto":            {map[string]string{tunedProfileMode: "auto\n"}, "if tuned runs, it applies the profile its recommend.d rules pick"},
+		"no profile":      {map[string]string{TunedActiveProfile: "\n"}, "if tuned runs, it applies the profile its recommend.d rules pick"},
+		"manual, none":    {map[string]string{TunedActiveProfile: "", tunedProfileMode: "manual\n", TunedPostLoadedProfile: "x\n"}, ""},
 		"bad mode":        {map[string]string{tunedProfileMode: "sometimes\n"}, "is neither auto nor manual"},
 		"two post-loaded": {map[string]string{TunedPostLoadedProfile: "x y\n"}, "names more than one profile"},
 		"missing post":    {map[string]string{TunedPostLoadedProfile: "y\n"}, `tuned profile "y": no y/tuned.conf`},
