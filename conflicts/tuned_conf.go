@@ -138,6 +138,23 @@ func parseTunedConf(path, text string, noValue bool, firstLine int) ([]*tunedSec
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("lines Python's configparser cannot parse (so tuned refuses the profile): %s", strings.Join(errs, ", "))
 	}
+	// [DEFAULT] is no section: its options are every section's too, after
+	// the section's own, which win (configparser options() and get()).
+	if def := byName["DEFAULT"]; def != nil {
+		var out []*tunedSection
+		for _, s := range sections {
+			if s == def {
+				continue
+			}
+			for _, k := range def.keys {
+				if _, ok := s.opts[k]; !ok {
+					s.set(k, def.opts[k])
+				}
+			}
+			out = append(out, s)
+		}
+		sections = out
+	}
 	return sections, nil
 }
 

@@ -105,7 +105,7 @@ def main():
             for k, v in list(opts.items()):
                 if isinstance(v, str):
                     t = Src(v)
-                    t.src = (strip_root(file_name), lines.get((section, k), 0))
+                    t.src = (strip_root(file_name), lines.get((section, k), lines.get(("DEFAULT", k), 0)))
                     opts[k] = t
         return config
     loader_mod.Loader._load_config_data = load_config_data
