@@ -235,7 +235,8 @@ func loadTuned(root string) (*tunedConfig, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := &tunedConfig{profile: strings.Join(names, " ")}
+	// loader.py names the merged profile by the names it loaded.
+	cfg := &tunedConfig{profile: strings.Join(safe, " ")}
 	var problems []string
 	for _, vm := range []bool{false, true} {
 		vars := &tunedVars{vm: vm}

@@ -183,3 +183,19 @@ func TestTunedVirtCheckDescribe(t *testing.T) {
 		t.Errorf("Describe:\n got %q\nwant %q", got, want)
 	}
 }
+
+// A profile directory whose name tuned's loader does not accept is known
+// (tuned does not refuse the list) but not loaded, and not in the merged
+// profile's name. Before, the name was kept in Write.Profile.
+func TestTunedUnsafeProfileName(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeFile(t, root, TunedActiveProfile, "x a+b\n")
+	writeFile(t, root, "/usr/lib/tuned/x/tuned.conf", "[disk]\nelevator=bfq\n")
+	writeFile(t, root, "/usr/lib/tuned/a+b/tuned.conf", "[disk]\nelevator=none\n")
+	s := loadBounded(t, root)
+	ws := s.For(vda)
+	if len(s.Problems) != 0 || len(ws) != 1 || ws[0].Profile != "x" || ws[0].Value != "bfq" {
+		t.Errorf("problems %q, writes %+v; want bfq from profile \"x\"", s.Problems, ws)
+	}
+}
