@@ -127,7 +127,7 @@ func (p tunedPass) writesFor(profile string, d *sysfs.Device, k Known) []Write {
 			}
 		case "sysfs":
 			for _, w := range in.writes {
-				if attr, ok := sysfsQueueAttr(w.key, d, k); ok {
+				for _, attr := range sysfsQueueAttrs(w.key, d, k) {
 					emit(in, w, attr, 0, w.value.s, nil)
 				}
 			}
@@ -252,13 +252,15 @@ func (w tunedWrite) diskValue() (attr string, cmp byte, value string, ok bool) {
 	return "", 0, "", false
 }
 
-// sysfsQueueAttr tells which of d's queue attributes a [sysfs] path names,
-// as plugin_sysfs.py's glob.iglob would find it: through /sys/block,
-// /sys/class/block, /sys/dev/block or the disk's own directory, each part
-// matched as glob matches a name (no hidden names for a wildcard).
-func sysfsQueueAttr(pattern string, d *sysfs.Device, k Known) (string, bool) {
+// sysfsQueueAttrs tells which of d's queue attributes a [sysfs] path
+// names, as plugin_sysfs.py's glob.iglob would find them: through
+// /sys/block, /sys/class/block, /sys/dev/block or the disk's own
+// directory, each part matched as glob matches a name (no hidden names
+// for a wildcard). A wildcard among the queue's files is matched against
+// the files the snapshot knows.
+func sysfsQueueAttrs(pattern string, d *sysfs.Device, k Known) []string {
 	if !strings.HasPrefix(pattern, "/sys/") {
-		return "", false
+		return nil
 	}
 	parts := strings.Split(strings.TrimPrefix(pattern, "/sys/"), "/")
 	dirs := [][]string{{"block", d.Name}, {"class", "block", d.Name}}
@@ -282,21 +284,58 @@ func sysfsQueueAttr(pattern string, d *sysfs.Device, k Known) (string, bool) {
 		if !match {
 			continue
 		}
-		rel := strings.Join(parts[len(dir):], "/")
-		if strings.ContainsAny(rel, "*?[") {
-			continue // a wildcard among the queue files: not followed
+		rest := parts[len(dir):]
+		var out []string
+		for _, rel := range queueFiles(d, rest) {
+			attr, ok := queueAttr(rel)
+			if !ok {
+				continue
+			}
+			// glob finds only files that exist.
+			if _, present, known := k.attrValue(d, rel); known && !present {
+				continue
+			}
+			out = append(out, attr)
 		}
-		attr, ok := queueAttr(rel)
-		if !ok {
-			continue
+		// The first directory that matches is the one glob walked; the
+		// others name the same files.
+		if len(out) > 0 {
+			return out
 		}
-		// glob finds only files that exist.
-		if _, present, known := k.attrValue(d, rel); known && !present {
-			continue
-		}
-		return attr, true
 	}
-	return "", false
+	return nil
+}
+
+// queueFiles are the files below the disk's directory that pattern parts
+// name: the parts themselves when they hold no wildcard, else the queue
+// files the snapshot knows that match, sorted.
+func queueFiles(d *sysfs.Device, parts []string) []string {
+	if !strings.ContainsAny(strings.Join(parts, "/"), "*?[") {
+		return []string{strings.Join(parts, "/")}
+	}
+	known := []string{"bdi/read_ahead_kb"}
+	if d.Scheduler != nil {
+		known = append(known, "queue/scheduler")
+	}
+	for name := range d.Tunables {
+		known = append(known, "queue/"+name)
+	}
+	slices.Sort(known)
+	var out []string
+	for _, rel := range known {
+		segs := strings.Split(rel, "/")
+		if len(segs) != len(parts) {
+			continue
+		}
+		ok := true
+		for i := range segs {
+			ok = ok && globSegment(parts[i], segs[i])
+		}
+		if ok {
+			out = append(out, rel)
+		}
+	}
+	return out
 }
 
 // globSegment matches one path part as Python's glob does: a part without
