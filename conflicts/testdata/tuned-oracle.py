@@ -35,6 +35,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import types
@@ -159,7 +160,8 @@ def main():
     if cpuinfo is None and os.path.exists(root + "/proc/cpuinfo"):
         with open(root + "/proc/cpuinfo") as f:
             cpuinfo = f.read()
-    fake_manager = types.SimpleNamespace(_config={consts.CFG_CPUINFO_STRING: cpuinfo}, _cmd=None)
+    fake_manager = types.SimpleNamespace(_config={consts.CFG_CPUINFO_STRING: cpuinfo,
+                                                  consts.CFG_UNAME_STRING: config.get(consts.CFG_UNAME_STRING)}, _cmd=None)
     infos = []
     for name, info in profile.units.items():
         if not info.enabled:
@@ -171,6 +173,11 @@ def main():
                 raise SystemExit("%s: cpuinfo_regex needs ROOT/proc/cpuinfo" % name)
             elif not Manager._unit_matches_cpuinfo(fake_manager, info):
                 continue
+        if info.uname_regex is not None and info.type in ("disk", "sysfs"):
+            if config.get(consts.CFG_UNAME_STRING) is None:
+                raise SystemExit("%s: uname_regex needs uname_string in ROOT's tuned-main.conf" % name)
+            if not Manager._unit_matches_uname(fake_manager, info):
+                continue
         info.options.setdefault("priority", def_priority)
         info.options["priority"] = int(info.options["priority"])
         infos.append(info)
@@ -180,6 +187,15 @@ def main():
 
     # The disks, in a tree of empty files for glob.
     tmp = tempfile.mkdtemp(prefix="tuned-oracle-")
+    try:
+        compute(req, out, tmp, infos, variables)
+    finally:
+        shutil.rmtree(tmp)
+    print(json.dumps(out))
+
+
+def compute(req, out, tmp, infos, variables):
+    """The disk and sysfs plug-ins' writes, in instance order, into out."""
     sysroot = tmp + "/sys"
     supported = []
     for d in req["disks"]:
@@ -234,7 +250,6 @@ def main():
                         attr = real[len(q):] if real.startswith(q) else "read_ahead_kb" if real == bdi else None
                         if attr is not None:
                             out["writes"][d["name"]].append(dict(file=raw.src[0], line=raw.src[1], attr=attr, value=value, cmp=""))
-    print(json.dumps(out))
 
 
 def disk_write(cmd, value):
