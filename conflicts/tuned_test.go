@@ -199,3 +199,37 @@ func TestTunedUnsafeProfileName(t *testing.T) {
 		t.Errorf("problems %q, writes %+v; want bfq from profile \"x\"", s.Problems, ws)
 	}
 }
+
+// An instance whose claim on a disk cannot be told here (its
+// devices_udev_regex needs udev's database) makes the instances after it
+// conditional: they apply only if it does not take the disk. One whose
+// devices= takes the disk ends the walk.
+func TestTunedClaimNotKnown(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeFile(t, root, TunedActiveProfile, "x\n")
+	const conf = "/usr/lib/tuned/x/tuned.conf"
+	writeFile(t, root, conf, `[by_model]
+type=disk
+devices_udev_regex=ID_MODEL=QEMU.*
+elevator=none
+
+[all]
+type=disk
+elevator=bfq
+
+[never]
+type=disk
+devices=vda
+elevator=kyber
+`)
+	s := loadBounded(t, root)
+	got := briefs(s.ForKnown(vda, Known{Attr: func(string) (string, bool, error) { return "0", true, nil }}))
+	want := []brief{
+		{conf + ":4", "scheduler", "none", "", "devices_udev_regex=ID_MODEL=QEMU.*"},
+		{conf + ":8", "scheduler", "bfq", "", "tuned's [by_model] instance, ahead of it, does not take the disk"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ForKnown:\n got %q\nwant %q", got, want)
+	}
+}
