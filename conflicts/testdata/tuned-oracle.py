@@ -54,6 +54,7 @@ from tuned.profiles.locator import Locator
 from tuned.profiles.merger import Merger
 from tuned.profiles.factory import Factory
 from tuned.units.manager import Manager
+from tuned.utils.commands import commands
 from tuned.utils.global_config import GlobalConfig
 
 # Functions iosched evaluates (pure ones); the others are stubbed to give no
@@ -130,11 +131,12 @@ def main():
     func_repo.Repository.load_func = load_func
 
     out = {"profile": "", "error": "", "writes": {d["name"]: [] for d in req["disks"]}}
-    mode = ""
-    if os.path.exists(consts.PROFILE_MODE_FILE):
-        with open(consts.PROFILE_MODE_FILE) as f:
-            mode = f.read().strip()
-    if mode == consts.ACTIVE_PROFILE_AUTO:
+    # daemon.py _get_startup_profile: not in manual mode, tuned runs its
+    # recommender (commands, the machine's files); that is not done here.
+    active, manual = commands().get_active_profile()
+    if manual is None:
+        manual = active is not None
+    if not manual:
         out["error"] = "auto"
         print(json.dumps(out))
         return
