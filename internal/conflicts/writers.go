@@ -20,7 +20,7 @@ const (
 type Set struct {
 	root  string
 	udev  []*udevFile
-	tuned []tunedWrite
+	tuned *tunedConfig
 	// Problems are files that could not be read or lines udevd would
 	// reject: the set is what could be read.
 	Problems []string
@@ -71,7 +71,7 @@ func (f *udevFile) writes() bool {
 }
 
 // Empty reports whether nothing found writes a queue attribute.
-func (s *Set) Empty() bool { return s == nil || len(s.udev)+len(s.tuned) == 0 }
+func (s *Set) Empty() bool { return s == nil || len(s.udev) == 0 && s.tuned.empty() }
 
 // Write is one assignment of a queue attribute that could apply to a disk.
 type Write struct {
@@ -184,18 +184,7 @@ func (s *Set) ForKnown(d *sysfs.Device, k Known) []Write {
 	for _, f := range s.udev {
 		out = append(out, f.writesFor(d, k)...)
 	}
-	for _, t := range s.tuned {
-		v, open := t.applies(d, k)
-		if v == fails {
-			continue
-		}
-		cmp, value := t.value()
-		if t.key == "readahead_multiply" {
-			cmp = '*'
-		}
-		out = append(out, Write{Kind: TunedProfile, Profile: t.profile, File: t.opt.file, Line: t.opt.line,
-			Attribute: t.attr, Value: value, Compare: cmp, Unknown: open})
-	}
+	out = append(out, s.tuned.writesFor(d, k)...)
 	return out
 }
 
