@@ -45,14 +45,6 @@ type File struct {
 	Disks map[string]*Record `json:"disks"`
 }
 
-// legacyProbe is the format a probe's record had before File: one disk,
-// its fields at the top. Read, never written.
-type legacyProbe struct {
-	Device  string            `json:"device"`
-	DiskSeq string            `json:"diskseq"`
-	Values  map[string]string `json:"values"`
-}
-
 // BootID is this boot's id (/proc/sys/kernel/random/boot_id), "" when it
 // cannot be read.
 func BootID() string {
@@ -63,31 +55,23 @@ func BootID() string {
 	return strings.TrimSpace(string(b))
 }
 
-// Read reads and decodes the file at path: File's format, or a probe's
-// record in its earlier format (one disk, its fields at the top), which it
-// returns as a File whose Record has no Left. An error that is not
+// Read reads and decodes the file at path. An error that is not
 // os.ErrNotExist means the file is unreadable (see MoveAside).
 func Read(path string) (*File, error) {
 	b, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var f struct {
-		File
-		legacyProbe
-	}
+	var f File
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if f.Disks == nil && f.Device != "" {
-		f.Disks = map[string]*Record{f.Device: {DiskSeq: f.legacyProbe.DiskSeq, Values: f.legacyProbe.Values}}
 	}
 	for name, r := range f.Disks {
 		if r == nil || r.Values == nil || sysfs.ValidateName(name) != nil {
 			delete(f.Disks, name) // nothing to put back, or no disk's
 		}
 	}
-	return &f.File, nil
+	return &f, nil
 }
 
 // readFile is the one read of an originals file: a record is iosched's own

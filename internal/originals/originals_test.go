@@ -110,8 +110,7 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// TestReadFormats: File's format round-trips; a probe record of the
-// earlier format is read as a File of one disk; entries with nothing to
+// TestReadFormats: File's format round-trips; entries with nothing to
 // put back are dropped; an unreadable file is an error, moved aside whole.
 func TestReadFormats(t *testing.T) {
 	t.Parallel()
@@ -125,12 +124,6 @@ func TestReadFormats(t *testing.T) {
 	got, err := Read(p)
 	if err != nil || got.BootID != "b" || got.PID != 7 || got.Disks["vda"] == nil || got.Disks["vda"].Left[0]["scheduler"] != "bfq" {
 		t.Fatalf("Read = %+v, %v", got, err)
-	}
-
-	writeFile(t, p, `{"device": "loop0", "diskseq": "9", "boot_id": "b", "pid": 3, "values": {"scheduler": "kyber"}}`)
-	got, err = Read(p)
-	if err != nil || got.PID != 3 || got.Disks["loop0"] == nil || got.Disks["loop0"].DiskSeq != "9" || got.Disks["loop0"].Values["scheduler"] != "kyber" {
-		t.Fatalf("earlier probe format: Read = %+v, %v", got, err)
 	}
 
 	writeFile(t, p, `{"boot_id": "b", "disks": {"vda": {"values": {"nr_requests": "4"}}, "vdb": null, "../x": {"values": {}}}}`)

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/iosched/iosched/internal/observe"
 	"github.com/iosched/iosched/internal/originals"
 	"github.com/iosched/iosched/internal/sysfs"
-	"github.com/iosched/iosched/internal/treetest"
 )
 
 // testLocks is a lock file of the test's own, not the machine's.
@@ -93,31 +91,6 @@ func TestUnreadableRecordMovedAside(t *testing.T) {
 	}
 	if _, err := os.Stat(rec); !os.IsNotExist(err) {
 		t.Errorf("the unreadable record is still in place: %v", err)
-	}
-}
-
-// TestRecoverEarlierFormat: a probe record in the format of an earlier
-// iosched (one disk, its fields at the top, no states left to check) is
-// still restored after an upgrade.
-func TestRecoverEarlierFormat(t *testing.T) {
-	t.Parallel()
-	tree := treetest.Copy(t, "../../testdata/sysfs/cloud")
-	fs, err := sysfs.NewFS(tree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := t.TempDir()
-	old := fmt.Sprintf(`{"device": "loop0", "diskseq": %q, "boot_id": %q, "pid": 1,
-		"values": {"scheduler": "none", "nr_requests": "32"}, "saved": "2026-01-01T00:00:00Z"}`, fs.DiskSeq("loop0"), originals.BootID())
-	if err := os.WriteFile(originalsPath(state, "loop0"), []byte(old), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := RecoverInterrupted(state, testLocks(t), fs)
-	if err != nil || len(got) != 1 || !got[0].Restored {
-		t.Fatalf("RecoverInterrupted = %+v, %v; want loop0 restored", got, err)
-	}
-	if v, err := fs.ReadQueueAttr("loop0", "nr_requests"); err != nil || v != "32" {
-		t.Errorf("loop0 nr_requests = %q, %v; want 32 restored", v, err)
 	}
 }
 
