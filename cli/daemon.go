@@ -36,7 +36,9 @@ SIGUSR1 starts a reconcile at once.
 
 It follows its policy files (inotify): an edit, a new file in policy.d/, and
 a Kubernetes ConfigMap update (kubelet's swap of the ..data symlink) reload
-the policy as SIGHUP does, once the files have been quiet for 250 ms; an
+the policy as SIGHUP does, once the files have been quiet for 250 ms. Only
+the files that make up the policy (and the links and directories leading to
+them) are followed: other files beside them, a log file included, are not. An
 invalid policy leaves the old one in force and the log, iosched status and
 the metrics say why. With [daemon] metrics_file set, it writes its counts
 there in the Prometheus text format for node_exporter's textfile collector
