@@ -88,10 +88,12 @@ other candidate by more than margin at that depth over a whole window, the
 daemon switches it with an ordinary pass, the rule shown with the reason
 ("x (adapt: busy depth 23 over 10m; curve: none 1.52x mq-deadline at depth
 23)"); that choice is then the disk's wanted scheduler, which drift repair keeps,
-until the next switch or a restart (which starts again from the probe's
-decision). Not while a probe holds the disk: the window starts again after it.
-A reload keeps a disk's window and switches when its rule, the rule's options
-and the probe's curves are unchanged. With no adaptive disk nothing is sampled
+until the next switch, also after a restart. Not while a probe holds the disk:
+the window starts again after it. A reload keeps a disk's window when its
+rule, the rule's options and the probe's curves are unchanged; its switch
+history (what min_interval, max_switches_per_day and the guard's pin count)
+is kept in any case, in STATE-DIR/adapt.json, so the limits hold over any 24
+hours across restarts and reloads. With no adaptive disk nothing is sampled
 and no timer runs. iosched status shows each one's depth, verdict and switches;
 the metrics file counts the switches (iosched_adapt_switches_total) and shows
 each one's busy depth.
