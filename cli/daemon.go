@@ -79,7 +79,9 @@ interim value) and its probe is queued: probe_concurrency at once, off the
 passes, none that would overrun what is left of probe_budget. A busy disk is
 tried again a minute later. While a disk is probed the daemon writes nothing to
 it; a reload or the disk's removal cancels its probe, which first puts back what
-it changed, and the start restores what a killed probe left.
+it changed, and the start restores what a killed probe left. A probe that
+failed is not run again by a reload with the same probe settings before a
+backoff: 5 minutes, doubling with each failure in a row, at most 6 hours.
 
 A disk a rule with [rule.adapt] matches, whose probe decision has curves, is
 followed: every sample (default 5s) one read of /sys/block/DEV/stat gives the
