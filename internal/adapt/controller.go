@@ -473,3 +473,62 @@ func fmtDuration(d time.Duration) string {
 func fmtLatency(ns float64) string {
 	return strconv.FormatFloat(ns/1e3, 'f', 0, 64) + "us"
 }
+
+// History is what the limits need of a disk's past switches: the times of
+// the switches in the last 24 hours (MaxSwitchesPerDay), the last switch
+// (MinInterval; its To is the disk's adaptive choice) and the guard
+// rail's pin. A controller's owner keeps it beyond the controller (a
+// restart, new options or curves) and gives it to the next one, so that
+// the limits hold over any 24 hours, not over one controller's life.
+type History struct {
+	// Switches are the switch times, oldest first.
+	Switches []time.Time
+	// LastSwitch is zero before any switch.
+	LastSwitch       time.Time
+	LastFrom, LastTo string
+	LastReason       string
+	PinnedUntil      time.Time
+}
+
+// MaxHistory bounds the switch times a History keeps: the most any
+// options may count (adaptopt.MaxSwitchesPerDay) and one more, for a
+// guard rail's switch back past the budget.
+const MaxHistory = adaptopt.MaxSwitchesPerDay + 1
+
+// Empty reports whether h holds nothing a limit needs as of now: no
+// switch within 24 hours (nor one in the future: a clock set back), no
+// pin still in force.
+func (h History) Empty(now time.Time) bool {
+	for _, s := range h.Switches {
+		if now.Sub(s) < day {
+			return false
+		}
+	}
+	return now.Sub(h.LastSwitch) >= day && !now.Before(h.PinnedUntil)
+}
+
+// History returns the controller's history, for its owner to keep.
+func (c *Controller) History() History {
+	return History{
+		Switches:   slices.Clone(c.switches),
+		LastSwitch: c.lastSwitch.at, LastFrom: c.lastSwitch.from, LastTo: c.lastSwitch.to, LastReason: c.lastSwitch.reason,
+		PinnedUntil: c.pinnedUntil,
+	}
+}
+
+// Restore takes h (another controller's of the same disk, kept by the
+// owner) as this controller's own past: its switches count against
+// MaxSwitchesPerDay, its last switch against MinInterval, its pin holds.
+// Of its switch times only the newest this controller's budget needs are
+// kept (more would never change a verdict). The window, the agreement
+// and an open guard are not part of a History: they start again.
+func (c *Controller) Restore(h History) {
+	sw := slices.Clone(h.Switches)
+	slices.SortFunc(sw, func(a, b time.Time) int { return a.Compare(b) })
+	if n := len(sw) - c.opt.MaxSwitchesPerDay; n > 0 {
+		sw = sw[n:]
+	}
+	c.switches = append(c.switches[:0], sw...)
+	c.lastSwitch.at, c.lastSwitch.from, c.lastSwitch.to, c.lastSwitch.reason = h.LastSwitch, h.LastFrom, h.LastTo, h.LastReason
+	c.pinnedUntil = h.PinnedUntil
+}

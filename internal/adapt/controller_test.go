@@ -647,3 +647,68 @@ func TestGuardComparesLikeWithLike(t *testing.T) {
 		t.Errorf("switches:\n%s", strings.Join(seen, "\n"))
 	}
 }
+
+// A controller given another's History (a restart, new options) counts
+// its switches, its last switch and its pin as its own; the window does
+// not carry over.
+func TestControllerRestoresHistory(t *testing.T) {
+	t.Parallel()
+	const W = 10 * time.Second
+	curves, order := crossing()
+	opt := fastOpt()
+	opt.MaxSwitchesPerDay = 2
+	seen, first := run(t, opt, curves, order, "none", []phase{load(2*W, 1), load(2*W, 32)})
+	if len(seen) != 2 {
+		t.Fatalf("%d switches, want 2", len(seen))
+	}
+	h := first.History()
+	if len(h.Switches) != 2 || h.LastTo != "none" || h.LastFrom != "mq-deadline" {
+		t.Fatalf("history %+v", h)
+	}
+
+	// A new controller (a margin edited) an hour later: the budget is
+	// spent, whatever the load.
+	opt.Margin = 0.06
+	c, err := NewController(opt, curves, order, "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Restore(h)
+	now := t0.Add(time.Hour)
+	for i := range 30 {
+		now = now.Add(opt.Sample)
+		if d := c.Observe(Sample{At: now, Scheduler: "none", BusyDepth: 1, Busy: 0.9, IOPS: 900, Latency: 100 * time.Microsecond}); d.Switch {
+			t.Fatalf("sample %d: switched past the day's budget: %+v", i, d)
+		}
+	}
+	if st := c.State(); !strings.HasPrefix(st.Held, "max_switches_per_day 2") || st.SwitchesToday != 2 || st.LastTo != "none" {
+		t.Errorf("state %+v", st)
+	}
+
+	// min_interval and the pin come along too.
+	opt = fastOpt()
+	opt.MinInterval = 2 * time.Hour
+	c, _ = NewController(opt, curves, order, "none")
+	c.Restore(History{Switches: []time.Time{t0}, LastSwitch: t0, LastTo: "none"})
+	now = t0.Add(time.Hour)
+	for range 30 {
+		now = now.Add(opt.Sample)
+		c.Observe(Sample{At: now, Scheduler: "none", BusyDepth: 1, Busy: 0.9, IOPS: 900, Latency: 100 * time.Microsecond})
+	}
+	if st := c.State(); !strings.HasPrefix(st.Held, "min_interval 2h") {
+		t.Errorf("held %q, want min_interval's", st.Held)
+	}
+	c, _ = NewController(fastOpt(), curves, order, "none")
+	c.Restore(History{PinnedUntil: t0.Add(24 * time.Hour)})
+	now = t0.Add(time.Hour)
+	for range 30 {
+		now = now.Add(opt.Sample)
+		c.Observe(Sample{At: now, Scheduler: "none", BusyDepth: 1, Busy: 0.9, IOPS: 900, Latency: 100 * time.Microsecond})
+	}
+	if st := c.State(); !strings.HasPrefix(st.Held, "pinned by the guard rail") {
+		t.Errorf("held %q, want the pin's", st.Held)
+	}
+	if !(History{}).Empty(now) || (History{PinnedUntil: now.Add(time.Second)}).Empty(now) {
+		t.Error("Empty")
+	}
+}

@@ -15,5 +15,8 @@
 //     provenance;
 //   - calls SetCurves on a new probe result, Reset after a gap in the
 //     samples (a probe or a reload held the disk), and State for status,
-//     explain and metrics.
+//     explain and metrics;
+//   - keeps the controller's History after each switch, beyond the
+//     controller, and gives it to the disk's next one (Restore): the
+//     limits count over any 24 hours, not over one controller's life.
 package adapt

@@ -36,7 +36,9 @@ SIGUSR1 starts a reconcile at once.
 
 It follows its policy files (inotify): an edit, a new file in policy.d/, and
 a Kubernetes ConfigMap update (kubelet's swap of the ..data symlink) reload
-the policy as SIGHUP does, once the files have been quiet for 250 ms; an
+the policy as SIGHUP does, once the files have been quiet for 250 ms. Only
+the files that make up the policy (and the links and directories leading to
+them) are followed: other files beside them, a log file included, are not. An
 invalid policy leaves the old one in force and the log, iosched status and
 the metrics say why. With [daemon] metrics_file set, it writes its counts
 there in the Prometheus text format for node_exporter's textfile collector
@@ -77,7 +79,9 @@ interim value) and its probe is queued: probe_concurrency at once, off the
 passes, none that would overrun what is left of probe_budget. A busy disk is
 tried again a minute later. While a disk is probed the daemon writes nothing to
 it; a reload or the disk's removal cancels its probe, which first puts back what
-it changed, and the start restores what a killed probe left.
+it changed, and the start restores what a killed probe left. A probe that
+failed is not run again by a reload with the same probe settings before a
+backoff: 5 minutes, doubling with each failure in a row, at most 6 hours.
 
 A disk a rule with [rule.adapt] matches, whose probe decision has curves, is
 followed: every sample (default 5s) one read of /sys/block/DEV/stat gives the
@@ -86,10 +90,12 @@ other candidate by more than margin at that depth over a whole window, the
 daemon switches it with an ordinary pass, the rule shown with the reason
 ("x (adapt: busy depth 23 over 10m; curve: none 1.52x mq-deadline at depth
 23)"); that choice is then the disk's wanted scheduler, which drift repair keeps,
-until the next switch or a restart (which starts again from the probe's
-decision). Not while a probe holds the disk: the window starts again after it.
-A reload keeps a disk's window and switches when its rule, the rule's options
-and the probe's curves are unchanged. With no adaptive disk nothing is sampled
+until the next switch, also after a restart. Not while a probe holds the disk:
+the window starts again after it. A reload keeps a disk's window when its
+rule, the rule's options and the probe's curves are unchanged; its switch
+history (what min_interval, max_switches_per_day and the guard's pin count)
+is kept in any case, in STATE-DIR/adapt.json, so the limits hold over any 24
+hours across restarts and reloads. With no adaptive disk nothing is sampled
 and no timer runs. iosched status shows each one's depth, verdict and switches;
 the metrics file counts the switches (iosched_adapt_switches_total) and shows
 each one's busy depth.

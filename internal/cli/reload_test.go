@@ -96,7 +96,6 @@ func stepReloadPoll(t *testing.T) chan struct{} {
 // request has re-planned every disk: here it reads the reload taken but
 // not re-planned, and goes on waiting.
 func TestReloadWaitsForTheReplan(t *testing.T) {
-	t.Parallel()
 	replanned := make(chan struct{})
 	dir := fakeReloadingDaemon(t, func(int) (statefile.Reload, <-chan struct{}) {
 		return statefile.Reload{OK: true, Done: true}, replanned

@@ -53,6 +53,7 @@ type adaptive struct {
 // adaptDisk is one adaptive disk: its controller and what the sampler
 // keeps between two samples.
 type adaptDisk struct {
+	id     diskID // for its switch history
 	rule   string
 	opt    adaptopt.Options
 	curves map[string][]probe.CurvePoint
@@ -113,11 +114,18 @@ func (d *Daemon) adaptDecision(pol *policy.Policy, dev *sysfs.Device, dec pipeli
 	a := &d.adapt
 	a.mu.Lock()
 	x := a.disks[name]
+	// The switch history (and the choice it ends on) outlives the
+	// controller: a new one (new options, curves or rule; a restart,
+	// from the state directory) takes it over, so that the limits hold
+	// over any 24 hours.
+	var hist adapt.History
+	var kept bool
 	if x != nil && (x.rule != rule || x.opt != opts.Options || !slices.Equal(x.order, order) || !reflect.DeepEqual(x.curves, curves)) {
+		hist, kept = x.ctl.History(), true
 		x.close()
 		delete(a.disks, name)
 		x = nil
-		d.log.Info("adaptive: its rule or its probe's curves changed; the window starts again", "device", name, "rule", rule)
+		d.log.Info("adaptive: its rule or its probe's curves changed; the window starts again, its switches still count", "device", name, "rule", rule)
 	}
 	if x == nil {
 		ctl, err := adapt.NewController(opts.Options, curves, order, *dev.Scheduler)
@@ -127,10 +135,22 @@ func (d *Daemon) adaptDecision(pol *policy.Policy, dev *sysfs.Device, dec pipeli
 			d.log.Error("adaptive: the rule's options are refused", "device", name, "rule", rule, "error", err)
 			return dec
 		}
-		x = &adaptDisk{rule: rule, opt: opts.Options, curves: curves, order: order, ctl: ctl, current: *dev.Scheduler}
+		if !kept {
+			hist, kept = d.adaptHist.lookup(name, dev)
+		}
+		x = &adaptDisk{id: idOfDevice(dev, d.adaptHist.bootID), rule: rule, opt: opts.Options, curves: curves, order: order, ctl: ctl, current: *dev.Scheduler}
+		if kept {
+			ctl.Restore(hist)
+			// The last switch's choice stays the disk's wanted
+			// scheduler: going back to the probe's winner would be a
+			// switch no limit counts.
+			if slices.Contains(order, hist.LastTo) {
+				x.want, x.reason = hist.LastTo, hist.LastReason
+			}
+		}
 		x.next = nextSample(time.Now(), x.opt.Sample)
 		a.disks[name] = x
-		d.log.Info("adaptive: following the disk's depth", "device", name, "rule", rule, "sample", x.opt.Sample, "window", x.opt.Window)
+		d.log.Info("adaptive: following the disk's depth", "device", name, "rule", rule, "sample", x.opt.Sample, "window", x.opt.Window, "switches_today", ctl.State().SwitchesToday)
 		if !a.sampling && !d.stopping.Load() {
 			a.sampling = true
 			d.tasks.Do("adaptive sampler", d.sampleAdaptive)
@@ -283,6 +303,8 @@ func (d *Daemon) sampleAdaptive(ctx context.Context) {
 // adaptAction is what a sample asks for once the lock is let go.
 type adaptAction struct {
 	name      string
+	id        diskID
+	history   adapt.History // after a switch
 	point     observe.Point
 	dec       adapt.Decision
 	scheduler string
@@ -314,6 +336,13 @@ func (d *Daemon) sampleDue(now time.Time) {
 	for _, act := range acts {
 		d.metrics.SetAdaptDepth(act.name, act.point.BusyDepth, act.depth)
 		if dec := act.dec; dec.Switch {
+			// Recorded before it is written: a crash between the two
+			// counts a switch not made, never the other way round.
+			err := d.adaptHist.record(act.name, act.id, act.history)
+			if err != nil {
+				d.log.Warn("adaptive: the switch history cannot be saved: a restart would not count this switch", "device", act.name, "error", err)
+			}
+			d.notePersistence(err)
 			if dec.Revert {
 				d.log.Warn("adaptive: the guard rail switches back", "device", act.name, "from", dec.From, "to", dec.To, "reason", dec.Reason, "pinned_until", dec.PinnedUntil)
 			} else {
@@ -385,6 +414,7 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 		// Taken as made (the controller's rule): the next sample is
 		// under To, and the pass just asked for writes it.
 		x.want, x.reason, x.current = dec.To, dec.Reason, dec.To
+		act.id, act.history = x.id, x.ctl.History()
 	}
 	st := x.ctl.State()
 	act.depth = st.Depth

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/internal/sysfs"
+	"github.com/iosched/iosched/internal/ueventtest"
 )
 
 // Loops 23500-23509: adaptive disks (23500 slow, 23501 over /dev/shm).
@@ -392,5 +396,167 @@ guard = false
 	}
 	if s := activeScheduler(t, name); s != "none" {
 		t.Errorf("scheduler %s, want none", s)
+	}
+}
+
+// buildIosched builds the iosched command for a test that runs it as a
+// user would.
+func buildIosched(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "iosched")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/iosched").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// schedulerWrites counts the changes of a disk's active scheduler, read
+// from sysfs every 2 ms: a switch lasts at least a sample (and a window)
+// before the next, so none is missed.
+type schedulerWrites struct {
+	n    atomic.Int64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func countSchedulerWrites(t *testing.T, name string) *schedulerWrites {
+	t.Helper()
+	w := &schedulerWrites{stop: make(chan struct{}), done: make(chan struct{})}
+	last := activeScheduler(t, name)
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+			b, err := os.ReadFile("/sys/block/" + name + "/queue/scheduler")
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			if i, j := strings.IndexByte(s, '['), strings.IndexByte(s, ']'); i >= 0 && j > i {
+				if cur := s[i+1 : j]; cur != last {
+					last = cur
+					w.n.Add(1)
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(w.stop)
+		<-w.done
+	})
+	return w
+}
+
+// TestIntegrationAdaptBudgetSurvivesKill: the iosched command as a daemon
+// on a slow loop whose seeded curves cross, with max_switches_per_day = 2,
+// killed with SIGKILL and started again five times, under a load at
+// depth 1 (mq-deadline favoured), then 32 (none), then 1 again: the
+// disk's scheduler changes twice in all, then each daemon holds the
+// switch to mq-deadline its window agrees on, and so does one after a
+// reload that edits the margin.
+// Before, each start counted from zero and first wrote the probe's winner
+// back: two writes a restart.
+func TestIntegrationAdaptBudgetSurvivesKill(t *testing.T) {
+	requireLoops(t)
+	bin := buildIosched(t)
+	l := looptest.AddSlow(t, 23502, 64<<20, phasedPerRead)
+	name := l.Name
+	setScheduler(t, name, "none")
+	fs, err := sysfs.NewFS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := seedCrossing(t, fs, name, crossingFigures())
+	dir := t.TempDir()
+	policyPath := filepath.Join(dir, "policy.toml")
+	pol := func(margin string) string {
+		return adaptivePolicy(name, seeds, "200ms", "1s", fmt.Sprintf("max_switches_per_day = 2\nmargin = %q", margin), "")
+	}
+	writeFile(t, policyPath, pol("10%"))
+	runtimeDir := filepath.Join(dir, "run")
+	writes := countSchedulerWrites(t, name)
+
+	startDaemon := func() (*exec.Cmd, *ueventtest.LogBuffer) {
+		t.Helper()
+		log := &ueventtest.LogBuffer{}
+		cmd := exec.Command(bin, "--policy", policyPath, "--lock-file", filepath.Join(dir, "disks.lock"), "daemon",
+			"--runtime-dir", runtimeDir, "--state-dir", filepath.Join(dir, "state"))
+		cmd.Stderr = log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, log
+	}
+	// ownState is the state file of the daemon cmd (not of one killed
+	// before it), nil until it wrote one.
+	ownState := func(cmd *exec.Cmd) *statefile.State {
+		st, err := statefile.Read(runtimeDir)
+		if err != nil || st.PID != cmd.Process.Pid {
+			return nil
+		}
+		return st
+	}
+	heldByCap := func(st *statefile.State) bool {
+		ds := st.Disks[name]
+		return ds != nil && ds.Adapt != nil && strings.HasPrefix(ds.Adapt.Held, "max_switches_per_day 2")
+	}
+
+	for i, depth := range []int{1, 32, 1, 1, 1} {
+		rd := startReader(t, name, depth)
+		cmd, log := startDaemon()
+		what := fmt.Sprintf("daemon %d (depth %d): ", i+1, depth)
+		if i < 2 {
+			waitFor(t, 30*time.Second, what+"its switch", func() bool { return writes.n.Load() >= int64(i+1) })
+		} else {
+			waitFor(t, 30*time.Second, what+"a switch held by the cap", func() bool {
+				st := ownState(cmd)
+				return writes.n.Load() > 2 || st != nil && heldByCap(st)
+			})
+		}
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		rd.stop(t)
+		if n := writes.n.Load(); n > 2 {
+			t.Fatalf("%s%d scheduler writes in all, past max_switches_per_day = 2; its log:\n%s", what, n, tail(log.String(), 30))
+		}
+	}
+
+	// A margin edited (the daemon follows its file) keeps the count.
+	rd := startReader(t, name, 1)
+	cmd, log := startDaemon()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitFor(t, 30*time.Second, "the last daemon: a switch held by the cap", func() bool {
+		st := ownState(cmd)
+		return writes.n.Load() > 2 || st != nil && heldByCap(st)
+	})
+	writeFile(t, policyPath, pol("12%"))
+	waitFor(t, 30*time.Second, "the reload of the edited margin, then a switch held by the cap", func() bool {
+		st := ownState(cmd)
+		return writes.n.Load() > 2 || st != nil && st.LastReload != nil && st.LastReload.OK && heldByCap(st) &&
+			st.Disks[name].Adapt.AgreeingSince != nil && st.Disks[name].Adapt.AgreeingSince.After(st.LastReload.At)
+	})
+	rd.stop(t)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the last daemon's exit: %v\n%s", err, tail(log.String(), 30))
+	}
+	if n := writes.n.Load(); n != 2 {
+		t.Errorf("%d scheduler writes in all, want the 2 max_switches_per_day allows", n)
+	}
+	if s := activeScheduler(t, name); s != "none" {
+		t.Errorf("scheduler at the end %s, want none (the second switch's)", s)
 	}
 }

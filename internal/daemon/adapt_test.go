@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/internal/sysfs"
+	"github.com/iosched/iosched/internal/ueventtest"
 )
 
 // crossingDepths are the probe depths of the seeded curves: the disk's
@@ -296,20 +298,116 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 		t.Errorf("after a reload that kept the rule: scheduler %s, adaptive state %+v", r.attr(t, "loop20000", "scheduler"), ds.Adapt)
 	}
 
-	// One that changes the rule's options starts again.
+	// One that changes the rule's options starts the window again, but
+	// keeps the switch history and the choice: writing the probe's
+	// winner back would be a switch no limit counts.
 	writeFile(t, r.policy, adaptivePolicy("loop20000", seeds, "100ms", "600ms", "", daemonTable))
 	reloads = len(r.log.Lines("scan done", "reason=reload"))
 	r.signals <- syscall.SIGHUP
 	waitFor(t, 5*time.Second, "the second reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })
-	r.waitAttr(t, "loop20000", "scheduler", "none")
-	waitFor(t, 5*time.Second, "a fresh adaptive state", func() bool {
+	waitFor(t, 5*time.Second, "the new options in the adaptive state", func() bool {
 		ds = r.state(t).Disks["loop20000"]
-		return ds != nil && ds.Adapt != nil && ds.Adapt.LastSwitch == nil && ds.Adapt.Window == "600ms"
+		return ds != nil && ds.Adapt != nil && ds.Adapt.Window == "600ms"
 	})
+	if a := ds.Adapt; a.LastSwitch == nil || a.LastSwitch.To != "mq-deadline" || a.SwitchesToday != 1 || a.Scheduler != "mq-deadline" {
+		t.Errorf("after a reload that changed the window: adaptive state %+v, last switch %+v", a, a.LastSwitch)
+	}
+	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
+		t.Errorf("after a reload that changed the window: scheduler %s, want the adaptive choice mq-deadline", got)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(switches) != 1 {
 		t.Errorf("switches %v, want one", switches)
+	}
+}
+
+// TestAdaptLimitsOutliveTheDaemon: max_switches_per_day counts over any
+// 24 hours, not over one daemon's life nor one controller's. With a cap
+// of 2, a daemon switches a fake disk to mq-deadline (depth 1); the next,
+// on the same state directory, keeps that choice (no write at its start)
+// and switches back to none (depth 32); the third, driven at depth 1
+// again, is held by the cap, and so it stays after a reload that edits
+// the margin. Before, each daemon (and the reload) started a fresh
+// budget: the third switched, and each start wrote the probe's winner
+// back first.
+func TestAdaptLimitsOutliveTheDaemon(t *testing.T) {
+	fs := fakeTree(t, "loop20000")
+	load := startFakeLoad(t, fs, "loop20000", 1000)
+	seeds := seedCrossing(t, fs, "loop20000", crossingFigures())
+	state := t.TempDir()
+	pol := func(margin string) string {
+		return adaptivePolicy("loop20000", seeds, "100ms", "500ms", "max_switches_per_day = 2\nmargin = \""+margin+"\"", "")
+	}
+	var mu sync.Mutex
+	var switches []string
+	run := func(policyText string) *running {
+		t.Helper()
+		r := start(t, policyText, func(c *Config) {
+			c.FS = fs
+			c.StateDir = state
+			c.dial = newFakeDialer(ueventtest.NewConn()).dial
+			c.stateDebounce = 10 * time.Millisecond
+			c.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
+				if dec.Switch {
+					mu.Lock()
+					switches = append(switches, dec.From+"->"+dec.To)
+					mu.Unlock()
+				}
+			}
+		})
+		waitFor(t, 5*time.Second, "the disk followed", func() bool {
+			ds := r.state(t).Disks["loop20000"]
+			return ds != nil && ds.Adapt != nil
+		})
+		return r
+	}
+	held := func(r *running) *statefile.AdaptState {
+		t.Helper()
+		var a *statefile.AdaptState
+		waitFor(t, 10*time.Second, "a switch held by max_switches_per_day", func() bool {
+			ds := r.state(t).Disks["loop20000"]
+			a = ds.Adapt
+			return a != nil && strings.HasPrefix(a.Held, "max_switches_per_day 2")
+		})
+		return a
+	}
+
+	load.set(1)
+	r := run(pol("5%"))
+	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	waitKernelScheduler(t, fs, "loop20000")
+	r.stop(t)
+
+	load.set(32)
+	r = run(pol("5%"))
+	if a := r.state(t).Disks["loop20000"].Adapt; a.SwitchesToday != 1 || a.Scheduler != "mq-deadline" {
+		t.Errorf("the second daemon's start: adaptive state %+v", a)
+	}
+	r.waitAttr(t, "loop20000", "scheduler", "none")
+	waitKernelScheduler(t, fs, "loop20000")
+	r.stop(t)
+
+	load.set(1)
+	r = run(pol("5%"))
+	if a := held(r); a.SwitchesToday != 2 {
+		t.Errorf("the third daemon: %d switches today, want 2", a.SwitchesToday)
+	}
+	writeFile(t, r.policy, pol("6%"))
+	reloads := len(r.log.Lines("scan done", "reason=reload"))
+	r.signals <- syscall.SIGHUP
+	waitFor(t, 5*time.Second, "the reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })
+	if a := held(r); a.SwitchesToday != 2 {
+		t.Errorf("after a margin edit: %d switches today, want 2", a.SwitchesToday)
+	}
+	if got := r.attr(t, "loop20000", "scheduler"); got != "none" {
+		t.Errorf("scheduler %s, want none (the cap holds)", got)
+	}
+	r.stop(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"none->mq-deadline", "mq-deadline->none"}; !slices.Equal(switches, want) {
+		t.Errorf("switches %v, want %v", switches, want)
 	}
 }
 

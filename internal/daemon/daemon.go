@@ -160,6 +160,9 @@ type Daemon struct {
 	follow *udevfollow.Follower // udevd's processed events, in kernel mode
 	probes probes               // [rule.probe]: probe.go
 	adapt  adaptive             // [rule.adapt]: adapt.go
+	// adaptHist keeps the adaptive disks' switch histories in the state
+	// directory: adapthistory.go.
+	adaptHist adaptHistories
 	// procs raises GOMAXPROCS while probes whose engine asks for more
 	// goroutines run (probe.Runner.Procs): the process's, so the daemon's.
 	procs procs.Raiser
@@ -340,6 +343,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		d.log.Warn("the original values file is ignored: restore_on_exit is off", "error", err)
 	}
+	d.adaptHist.load(d.cfg.StateDir, d.log)
 	d.probes.reset(pol.Daemon.ProbeConcurrency)
 	d.checkUdev()
 	// Listen before scanning, so a disk appearing during the scan is

@@ -36,6 +36,46 @@ const schedulerAttr = "scheduler"
 // probeRetry is how long a probe waits after finding its disk busy.
 const probeRetry = time.Minute
 
+// A probe that failed or was refused is not queued again for the same
+// disk and the same probe settings (a reload's re-plan) before a backoff:
+// probeBackoff after the first failure, twice as long after each failure
+// in a row, at most probeBackoffMax. A probe loads its disk for its whole
+// budget; one that fails again at every reload must not load it at every
+// reload.
+const (
+	probeBackoff    = 5 * time.Minute
+	probeBackoffMax = 6 * time.Hour
+)
+
+// probeFailure is a disk's last failed probe: what it was asked to do, on
+// which disk, and until when it is not tried again.
+type probeFailure struct {
+	rule     string
+	probe    policy.Probe
+	results  []string
+	disk     string // MajorMinor and DiskSeq: another disk under the name is probed
+	status   string // "failed" or "refused"
+	err      string
+	failures int // in a row
+	until    time.Time
+}
+
+// backoffAfter is the backoff after n failures in a row.
+func backoffAfter(n int) time.Duration {
+	b := probeBackoff
+	for i := 1; i < n && b < probeBackoffMax; i++ {
+		b *= 2
+	}
+	return min(b, probeBackoffMax)
+}
+
+func diskIdentity(dev *sysfs.Device) string { return dev.MajorMinor + " " + dev.DiskSeq }
+
+// same reports whether f was a probe of dev by the same rule and settings.
+func (f *probeFailure) same(rule string, pr *policy.Probe, results []string, dev *sysfs.Device) bool {
+	return f.rule == rule && reflect.DeepEqual(f.probe, *pr) && slices.Equal(f.results, results) && f.disk == diskIdentity(dev)
+}
+
 // probes is the daemon's probe book-keeping, under its own mutex (taken
 // after Daemon.mu, never before).
 type probes struct {
@@ -52,6 +92,10 @@ type probes struct {
 	spent     time.Duration // probe time since the start, against probe_budget
 	// retry is probeRetry; tests shorten it.
 	retry time.Duration
+	// failed are the disks' last failed probes, by disk name: they
+	// outlive a reset, so a reload does not probe them again before
+	// their backoff.
+	failed map[string]*probeFailure
 }
 
 // diskProbe is one disk's probe: its decision, or the probe it waits for.
@@ -70,6 +114,9 @@ func (p *probes) init(concurrency int) {
 	p.slots = newSemaphore(concurrency)
 	if p.measuring == nil {
 		p.measuring = map[string]chan struct{}{}
+	}
+	if p.failed == nil {
+		p.failed = map[string]*probeFailure{}
 	}
 	if p.retry == 0 {
 		p.retry = probeRetry
@@ -122,11 +169,13 @@ func (p *probes) state(name string) *statefile.ProbeState {
 	return &s
 }
 
-// cancel ends the disk's probe, if any, and forgets its decision: the disk
-// went away, or another has its name.
+// cancel ends the disk's probe, if any, and forgets its decision and its
+// last failure: the disk went away, another has its name, or it is no
+// longer probed.
 func (p *probes) cancel(name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.failed, name)
 	if dp := p.disks[name]; dp != nil {
 		if dp.cancel != nil {
 			dp.cancel()
@@ -281,6 +330,18 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string,
 	}
 	d.probes.disks[name] = dp
 	queued := dp.report == nil && !d.stopping.Load()
+	var backingOff *probeFailure // a copy: read after the lock is let go
+	if f := d.probes.failed[name]; queued && f != nil {
+		switch {
+		case !f.same(rule, pr, pol.Daemon.ProbeResults, dev):
+			delete(d.probes.failed, name) // its settings (or the disk) changed: probed at once
+		case time.Now().Before(f.until):
+			copied := *f
+			queued, backingOff = false, &copied
+			dp.state.Status = f.status
+			dp.state.Error = f.err + "; not probed again before " + f.until.UTC().Format(time.RFC3339)
+		}
+	}
 	if queued {
 		ctx, cancel := context.WithCancel(d.passCtx)
 		dp.cancel = cancel
@@ -293,6 +354,10 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string,
 		d.tasks.Do(probeTask+name, func(context.Context) { dp.run.run(passOver) })
 	}
 	d.probes.mu.Unlock()
+	if backingOff != nil {
+		d.log.Info("probe not queued: it failed with the same settings; the interim settings stay", "device", name, "rule", rule,
+			"failures", backingOff.failures, "retry_after", backingOff.until.UTC().Format(time.RFC3339))
+	}
 	if queued {
 		d.log.Info("probe queued; interim settings applied", "device", name, "rule", rule, "interim", dp.state.Interim, "budget", opts.Budget())
 		d.probeStep(name, "queued")
@@ -479,6 +544,9 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 			r.dp.state.Status, r.dp.state.Winner, r.dp.state.Provenance, r.dp.state.From = "decided", rep.Winner, rep.Provenance, from
 		})
 		d.recordProbe(r.name, rep)
+		d.probes.mu.Lock()
+		delete(d.probes.failed, r.name)
+		d.probes.mu.Unlock()
 		d.log.Info("probe decided", "device", r.name, "rule", r.rule, "winner", rep.Winner, "provenance", rep.Provenance, "took", took.Round(time.Millisecond))
 		d.kick(r.name, full, nil, nil)
 		return false
@@ -493,10 +561,27 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 			status = "refused"
 		}
 		r.update(func() { r.dp.state.Status, r.dp.state.Error = status, err.Error() })
-		d.log.Warn("probe "+status+"; the interim settings stay", "device", r.name, "rule", r.rule, "error", err)
+		until := r.failed(status, err)
+		d.log.Warn("probe "+status+"; the interim settings stay", "device", r.name, "rule", r.rule, "error", err,
+			"retry_after", until.UTC().Format(time.RFC3339))
 		d.kick(r.name, full, nil, nil)
 		return false
 	}
+}
+
+// failed notes the probe's failure, for the backoff before the disk is
+// probed again with the same settings, and returns when that backoff ends.
+func (r *probeRun) failed(status string, err error) time.Time {
+	p := &r.d.probes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := &probeFailure{rule: r.rule, probe: *r.probe, results: r.results, disk: diskIdentity(r.facts), status: status, err: err.Error(), failures: 1}
+	if old := p.failed[r.name]; old != nil && old.same(r.rule, r.probe, r.results, r.facts) {
+		f.failures = old.failures + 1
+	}
+	f.until = time.Now().Add(backoffAfter(f.failures))
+	p.failed[r.name] = f
+	return f.until
 }
 
 // cancelled marks the probe cancelled and asks for the pass owed to the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/probe"
+	"github.com/iosched/iosched/internal/statefile"
 )
 
 // fakeProbePolicy: loop20000 gets kyber as its interim scheduler and is
@@ -325,5 +326,132 @@ func TestProbeDisturbedNotReused(t *testing.T) {
 	}
 	if len(r.log.Lines("probe decision reused")) != 0 || len(r.log.Lines("probe queued", "device=loop20000")) != 1 {
 		t.Errorf("the disturbed result was reused, or no probe was queued:\n%s", r.log)
+	}
+}
+
+// TestProbeFailedNotRetriedOnReload: a probe that failed (here refused: a
+// fake tree cannot be probed) is not run again by a reload's re-plan
+// before its backoff, while its rule's probe settings and the disk stay
+// the same: a reload that changes another setting leaves the failure in
+// the state with when it is tried again. One that changes the probe's
+// settings probes at once; after the backoff a reload probes again, and
+// a second failure in a row backs off twice as long. (Before, every
+// reload ran the failed probe again: its whole budget of load on the
+// disk each time.)
+func TestProbeFailedNotRetriedOnReload(t *testing.T) {
+	var mu sync.Mutex
+	measured := 0
+	r, _ := fakeDaemonWith(t, probedPolicy(128, "100ms"), func(c *Config) {
+		c.probeStep = func(name, step string) {
+			if step == "measuring" {
+				mu.Lock()
+				measured++
+				mu.Unlock()
+			}
+		}
+	}, "loop20000")
+	probeState := func() *statefile.ProbeState {
+		ds := r.state(t).Disks["loop20000"]
+		if ds == nil {
+			return nil
+		}
+		return ds.Probe
+	}
+	refused := func(what string, backingOff bool) {
+		t.Helper()
+		waitFor(t, 5*time.Second, what, func() bool {
+			ps := probeState()
+			return ps != nil && ps.Status == "refused" && strings.Contains(ps.Error, "not probed again before") == backingOff
+		})
+	}
+	measures := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return measured
+	}
+	refused("the first probe refused", false)
+	seq := 0
+	for i := 1; i <= 3; i++ {
+		seq++
+		r.reload(t, probedPolicy(128+4*i, "100ms"), seq)
+		refused(fmt.Sprintf("reload %d: the failure kept, backing off", i), true)
+	}
+	if n := measures(); n != 1 {
+		t.Errorf("probed %d times over three reloads that kept its settings, want 1", n)
+	}
+	if n := len(r.log.Lines("probe not queued", "device=loop20000", "failures=1")); n != 3 {
+		t.Errorf("%d reloads logged the backoff, want 3", n)
+	}
+
+	// New probe settings: probed at once.
+	seq++
+	r.reload(t, probedPolicy(140, "200ms"), seq)
+	refused("the probe with new settings refused", false)
+	if n := measures(); n != 2 {
+		t.Errorf("probed %d times after the probe's settings changed, want 2", n)
+	}
+
+}
+
+// TestProbeBackoffGrows: past its backoff, a reload probes a disk whose
+// probe failed again; the second failure in a row backs off twice as
+// long.
+func TestProbeBackoffGrows(t *testing.T) {
+	var mu sync.Mutex
+	measured := 0
+	r, _ := fakeDaemonWith(t, probedPolicy(128, "200ms"), func(c *Config) {
+		c.probeStep = func(name, step string) {
+			if step == "measuring" {
+				mu.Lock()
+				measured++
+				mu.Unlock()
+			}
+		}
+	}, "loop20000")
+	measures := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return measured
+	}
+	waitFor(t, 5*time.Second, "the first failure noted", func() bool {
+		r.d.probes.mu.Lock()
+		defer r.d.probes.mu.Unlock()
+		return r.d.probes.failed["loop20000"] != nil
+	})
+	r.d.probes.mu.Lock()
+	f := r.d.probes.failed["loop20000"]
+	if f == nil || f.failures != 1 {
+		r.d.probes.mu.Unlock()
+		t.Fatalf("failure %+v, want the first of the new settings", f)
+	}
+	f.until = time.Now().Add(-time.Second)
+	r.d.probes.mu.Unlock()
+	before := time.Now()
+	r.reload(t, probedPolicy(144, "200ms"), 1)
+	waitFor(t, 5*time.Second, "the probe past its backoff", func() bool { return measures() == 2 })
+	waitFor(t, 5*time.Second, "its second failure noted", func() bool {
+		r.d.probes.mu.Lock()
+		defer r.d.probes.mu.Unlock()
+		f := r.d.probes.failed["loop20000"]
+		return f != nil && f.failures == 2
+	})
+	r.d.probes.mu.Lock()
+	until := r.d.probes.failed["loop20000"].until
+	r.d.probes.mu.Unlock()
+	if wait := until.Sub(before); wait < 2*probeBackoff || wait > 2*probeBackoff+time.Minute {
+		t.Errorf("after two failures in a row: not before %s, want %s from now", wait.Round(time.Second), 2*probeBackoff)
+	}
+}
+
+func TestProbeBackoff(t *testing.T) {
+	t.Parallel()
+	want := []time.Duration{5 * time.Minute, 10 * time.Minute, 20 * time.Minute, 40 * time.Minute, 80 * time.Minute, 160 * time.Minute, 320 * time.Minute, 6 * time.Hour, 6 * time.Hour}
+	for i, w := range want {
+		if got := backoffAfter(i + 1); got != w {
+			t.Errorf("backoff after %d failures: %s, want %s", i+1, got, w)
+		}
+	}
+	if got := backoffAfter(1000); got != probeBackoffMax {
+		t.Errorf("backoff after 1000 failures: %s", got)
 	}
 }

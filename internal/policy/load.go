@@ -30,44 +30,49 @@ func Embedded() []byte { return append([]byte{}, embedded...) }
 
 // Load reads the policy at path: a file, or a directory whose *.toml files
 // are read in lexical order as one policy. With path "", it reads
-// DefaultFile and then DefaultDir/*.toml, and when none of them exists, the
+// paths.Default.PolicyFile and then PolicyDir/*.toml, and when none of them exists, the
 // embedded default (Sources is then ["<embedded>"]). An invalid policy's
 // error is a *Errors. Only regular files (or links to them) are read, none
 // larger than MaxFileSize, all together no larger than MaxPolicySize: a
 // FIFO, a device or an oversized file is an error.
 func Load(path string) (*Policy, error) {
-	return loader{file: paths.Default.PolicyFile, dir: paths.Default.PolicyDir}.load(path)
+	return DefaultLocations.load(path)
 }
 
-// loader holds the default locations, so tests can point them at temporary
-// directories.
-type loader struct {
-	file, dir string
+// Locations are where a policy is read from when no path is given: the
+// main file, then the drop-in directory.
+type Locations struct {
+	File, Dir string
 }
 
-func (l loader) load(path string) (*Policy, error) {
-	files, err := l.files(path)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(files...)
+// DefaultLocations are the installed policy file and directory.
+var DefaultLocations = Locations{File: paths.Default.PolicyFile, Dir: paths.Default.PolicyDir}
+
+// IsPolicyFile reports whether a directory entry of that name is one of a
+// policy directory's files: named *.toml and not hidden (editor droppings
+// such as ".#x.toml" and ".x.toml.swp" are not). Every other entry, a log
+// file beside the policy included, is no part of the policy.
+func IsPolicyFile(name string) bool {
+	return strings.HasSuffix(name, ".toml") && !strings.HasPrefix(name, ".")
 }
 
-func (l loader) files(path string) ([]File, error) {
-	budget := int64(MaxPolicySize)
+// Files names the files that make up the policy at path (as Load takes
+// it; "" for l's locations), in the order they are read, without reading
+// them: the one answer to which files are the policy, for the loader and
+// for whatever follows the files for changes. With path "", the main file
+// is named whether or not it exists (its creation changes the policy); an
+// absent drop-in directory names nothing. The error is the one Load would
+// give for the same listing.
+func (l Locations) Files(path string) ([]string, error) {
 	if path != "" {
 		fi, err := os.Stat(path)
 		if err != nil {
 			return nil, fmt.Errorf("policy: %w", err)
 		}
 		if !fi.IsDir() {
-			f, err := readFile(path, &budget)
-			if err != nil {
-				return nil, err
-			}
-			return []File{f}, nil
+			return []string{path}, nil
 		}
-		files, err := readDir(path, &budget)
+		files, err := dirFiles(path)
 		if err != nil {
 			return nil, err
 		}
@@ -76,19 +81,42 @@ func (l loader) files(path string) ([]File, error) {
 		}
 		return files, nil
 	}
-
-	var files []File
-	switch f, err := readFile(l.file, &budget); {
-	case err == nil:
-		files = append(files, f)
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, err
-	}
-	switch more, err := readDir(l.dir, &budget); {
+	files := []string{l.File}
+	switch more, err := dirFiles(l.Dir); {
 	case err == nil:
 		files = append(files, more...)
 	case !errors.Is(err, fs.ErrNotExist):
+		return files, err
+	}
+	return files, nil
+}
+
+func (l Locations) load(path string) (*Policy, error) {
+	files, err := l.read(path)
+	if err != nil {
 		return nil, err
+	}
+	return Parse(files...)
+}
+
+// read reads the files Files names. With path "", an absent main file is
+// left out, and when nothing is left the embedded default is the policy.
+func (l Locations) read(path string) ([]File, error) {
+	names, err := l.Files(path)
+	if err != nil {
+		return nil, err
+	}
+	budget := int64(MaxPolicySize)
+	var files []File
+	for i, name := range names {
+		f, err := readFile(name, &budget)
+		if path == "" && i == 0 && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
 	}
 	if len(files) == 0 {
 		return []File{{Name: EmbeddedName, Data: Embedded()}}, nil
@@ -111,25 +139,19 @@ func readFile(path string, budget *int64) (File, error) {
 	return File{Name: path, Data: b}, nil
 }
 
-// readDir reads dir's *.toml files in lexical order. Hidden files (editor
-// droppings such as ".#x.toml") are skipped; anything else named *.toml
-// that cannot be read is an error, not silently left out.
-func readDir(dir string, budget *int64) ([]File, error) {
+// dirFiles lists dir's policy files (IsPolicyFile) in lexical order.
+// Anything named so that cannot be read is the loader's error, not
+// silently left out.
+func dirFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	var files []File
+	var files []string
 	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".toml") || strings.HasPrefix(name, ".") {
-			continue
+		if IsPolicyFile(e.Name()) {
+			files = append(files, filepath.Join(dir, e.Name()))
 		}
-		f, err := readFile(filepath.Join(dir, name), budget)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, f)
 	}
 	return files, nil
 }

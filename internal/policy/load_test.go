@@ -41,7 +41,7 @@ func TestLoadPath(t *testing.T) {
 		"nested/top.toml":     rule("top"),
 		"tomldir/x.toml/keep": "",
 	})
-	l := loader{file: filepath.Join(dir, "absent.toml"), dir: filepath.Join(dir, "absent.d")}
+	l := Locations{File: filepath.Join(dir, "absent.toml"), Dir: filepath.Join(dir, "absent.d")}
 
 	t.Run("file", func(t *testing.T) {
 		p, err := l.load(filepath.Join(dir, "one.toml"))
@@ -132,7 +132,7 @@ func TestLoadDefaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeFiles(t, dir, tt.files)
-			l := loader{file: filepath.Join(dir, "policy.toml"), dir: filepath.Join(dir, "policy.d")}
+			l := Locations{File: filepath.Join(dir, "policy.toml"), Dir: filepath.Join(dir, "policy.d")}
 			p, err := l.load("")
 			if err != nil {
 				t.Fatal(err)
@@ -159,7 +159,7 @@ func TestLoadDefaults(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(dir, "policy.toml"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		l := loader{file: filepath.Join(dir, "policy.toml"), dir: filepath.Join(dir, "policy.d")}
+		l := Locations{File: filepath.Join(dir, "policy.toml"), Dir: filepath.Join(dir, "policy.d")}
 		if p, err := l.load(""); err == nil {
 			t.Errorf("loaded %q", p.Sources)
 		}
@@ -173,7 +173,7 @@ func TestLoadDefaults(t *testing.T) {
 func TestLoadRefusesWhatIsNotAPolicyFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	l := loader{file: filepath.Join(dir, "absent.toml"), dir: filepath.Join(dir, "absent.d")}
+	l := Locations{File: filepath.Join(dir, "absent.toml"), Dir: filepath.Join(dir, "absent.d")}
 	fifo := filepath.Join(dir, "fifo.toml")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
@@ -225,5 +225,35 @@ func TestLoadRefusesWhatIsNotAPolicyFile(t *testing.T) {
 	// A link to a regular file is a policy file.
 	if p, err := l.load(filepath.Join(dir, "linked")); err != nil || !reflect.DeepEqual(ruleNames(p), []string{"a", "r"}) {
 		t.Errorf("a link to a regular file: rules %q, %v", ruleNames(p), err)
+	}
+}
+
+// Files names what Load reads, and nothing else of the directories: a log
+// file, an editor's file, a file not named *.toml are no part of a policy.
+func TestFilesNamesOnlyThePolicy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"policy.d/20-b.toml":         rule("b"),
+		"policy.d/10-a.toml":         rule("a"),
+		"policy.d/iosched.log":       "time=... level=DEBUG",
+		"policy.d/.10-a.toml.swp":    "x",
+		"policy.d/README":            "x",
+		"policy.d/old.toml.dpkg-old": "x",
+	})
+	l := Locations{File: filepath.Join(dir, "policy.toml"), Dir: filepath.Join(dir, "policy.d")}
+	want := []string{l.File, filepath.Join(dir, "policy.d/10-a.toml"), filepath.Join(dir, "policy.d/20-b.toml")}
+	if got, err := l.Files(""); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Files(\"\") = %q, %v; want %q (the main file named although absent)", got, err, want)
+	}
+	if got, err := l.Files(l.Dir); err != nil || !reflect.DeepEqual(got, want[1:]) {
+		t.Errorf("Files(dir) = %q, %v; want %q", got, err, want[1:])
+	}
+	p, err := l.load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.Sources, want[1:]) {
+		t.Errorf("Load read %q, want %q", p.Sources, want[1:])
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/iosched/iosched/internal/paths"
+	"github.com/iosched/iosched/internal/policy"
 )
 
 // DefaultDebounce is how long the files must be quiet before a reload is
@@ -43,10 +43,10 @@ type Options struct {
 // Watcher follows the policy's files. Make it with New, run it with Run,
 // and take the signals from Changed.
 type Watcher struct {
-	opts      Options
-	file, dir string // the default locations, when Path is ""
-	ino       *fsnotify.Watcher
-	changed   chan struct{}
+	opts    Options
+	locs    policy.Locations // the default locations, when Path is ""
+	ino     *fsnotify.Watcher
+	changed chan struct{}
 	// watched are the directories watched, by path, with the directory
 	// each path led to when its watch was added: inotify watches an
 	// inode, not a path, and drops the watch with the directory, so a
@@ -54,10 +54,20 @@ type Watcher struct {
 	// again, replaced by a link, its link swapped) is watched anew.
 	watched map[string]dirID
 	last    string // the fingerprint when last signalled (or at start)
+	// policyPaths are the paths whose events may change the policy, as
+	// of the last sync (policyPaths).
+	policyPaths map[string]bool
+	// policyDirs are the directories whose policy files (by name) are
+	// the policy's, as of the last sync.
+	policyDirs map[string]bool
 	// checked, when set (by tests, before Run), is called after each
 	// check of the files with the names of the events that led to it, so
 	// a test knows when the watcher has looked at what it did.
 	checked func(events []string)
+	// alsoFollow, when set (by tests, before Run), names events followed
+	// besides the policy's, so a test can wake the watcher with a file
+	// of its own.
+	alsoFollow func(name string) bool
 }
 
 // New opens the inotify instance and takes the files' fingerprint as they
@@ -69,15 +79,15 @@ func New(opts Options) (*Watcher, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return newWatcher(opts, paths.Default.PolicyFile, paths.Default.PolicyDir)
+	return newWatcher(opts, policy.DefaultLocations)
 }
 
-func newWatcher(opts Options, file, dir string) (*Watcher, error) {
+func newWatcher(opts Options, locs policy.Locations) (*Watcher, error) {
 	ino, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("following the policy: %w", err)
 	}
-	w := &Watcher{opts: opts, file: file, dir: dir, ino: ino, changed: make(chan struct{}, 1), watched: map[string]dirID{}}
+	w := &Watcher{opts: opts, locs: locs, ino: ino, changed: make(chan struct{}, 1), watched: map[string]dirID{}}
 	w.sync()
 	w.last = w.fingerprint()
 	return w, nil
@@ -113,6 +123,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case ev, ok := <-w.ino.Events:
 			if !ok {
 				return fmt.Errorf("following the policy: the inotify instance closed")
+			}
+			if !w.follows(ev.Name) {
+				// Not the policy's: another file in a watched
+				// directory (the daemon's own log among them, whose
+				// every line is an event here, so nothing is
+				// logged about it).
+				continue
 			}
 			w.opts.Log.Debug("policy file event", "event", ev.String())
 			if w.checked != nil {
@@ -154,13 +171,18 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// files are the policy files as the loader would read them now, in order.
-func (w *Watcher) files() []string {
-	switch {
-	case w.opts.Path == "":
-		return append([]string{w.file}, tomlFiles(w.dir)...)
-	case isDir(w.opts.Path):
-		return tomlFiles(w.opts.Path)
+// files are the policy files as the loader would read them now, in order
+// (policy.Locations.Files); none when the loader could not list them (the
+// fingerprint records the error then).
+func (w *Watcher) files() ([]string, error) {
+	return w.locs.Files(w.opts.Path)
+}
+
+// locations are where the policy is read from: the path given, or the
+// default file and directory.
+func (w *Watcher) locations() []string {
+	if w.opts.Path == "" {
+		return []string{w.locs.File, w.locs.Dir}
 	}
 	return []string{w.opts.Path}
 }
@@ -172,18 +194,15 @@ func (w *Watcher) files() []string {
 // that does not exist yet is stood in for by its nearest existing
 // ancestor, so its creation is seen.
 func (w *Watcher) dirs() []string {
-	locations := []string{w.opts.Path}
-	if w.opts.Path == "" {
-		locations = []string{w.file, w.dir}
-	}
 	var out []string
-	for _, l := range locations {
+	for _, l := range w.locations() {
 		out = append(out, existingAncestor(filepath.Dir(l)))
 		if isDir(l) {
 			out = append(out, l)
 		}
 	}
-	for _, f := range w.files() {
+	files, _ := w.files()
+	for _, f := range files {
 		if target, err := filepath.EvalSymlinks(f); err == nil {
 			out = append(out, filepath.Dir(target))
 		}
@@ -233,6 +252,108 @@ func (w *Watcher) sync() {
 			delete(w.watched, d)
 		}
 	}
+	w.syncFollowed()
+}
+
+// syncFollowed works out which events may change the policy as the
+// files are now: an event on a location or on a directory above one (it
+// was made, removed, replaced), on a policy file or any link on the way
+// to one or to a location (an edit, an editor's rename, kubelet's swap of
+// a ConfigMap's ..data link), on a file named as a policy file in a
+// policy directory (one added), or on a watched directory itself. Events
+// on anything else in the watched directories (a log file, an editor's
+// swap file) are not followed.
+func (w *Watcher) syncFollowed() {
+	paths, dirs := map[string]bool{}, map[string]bool{}
+	for _, l := range w.locations() {
+		l = absolute(l)
+		for p := l; ; p = filepath.Dir(p) {
+			paths[p] = true
+			if p == filepath.Dir(p) {
+				break
+			}
+		}
+		linksOnTheWay(l, paths)
+		if isDir(l) {
+			dirs[l] = true
+			if target, err := filepath.EvalSymlinks(l); err == nil {
+				dirs[absolute(target)] = true
+			}
+		}
+	}
+	files, _ := w.files()
+	for _, f := range files {
+		f = absolute(f)
+		paths[f] = true
+		linksOnTheWay(f, paths)
+		if target, err := filepath.EvalSymlinks(f); err == nil {
+			paths[absolute(target)] = true
+		}
+	}
+	for d := range w.watched {
+		paths[absolute(d)] = true
+	}
+	w.policyPaths, w.policyDirs = paths, dirs
+}
+
+// follows says whether an event on name may change the policy
+// (syncFollowed).
+func (w *Watcher) follows(name string) bool {
+	if w.alsoFollow != nil && w.alsoFollow(name) {
+		return true
+	}
+	name = absolute(name)
+	if w.policyPaths[name] {
+		return true
+	}
+	return w.policyDirs[filepath.Dir(name)] && policy.IsPolicyFile(filepath.Base(name))
+}
+
+// maxLinks bounds the links followed resolving one path, as the kernel's
+// own limit on a lookup (MAXSYMLINKS, include/linux/namei.h) does.
+const maxLinks = 40
+
+// linksOnTheWay adds to links every symbolic link met resolving path:
+// replacing any of them changes what the path leads to.
+func linksOnTheWay(path string, links map[string]bool) {
+	followed := 0
+	parts := strings.Split(strings.TrimPrefix(filepath.Clean(path), "/"), "/")
+	cur := "/"
+	for len(parts) > 0 {
+		next := filepath.Join(cur, parts[0])
+		parts = parts[1:]
+		st, err := os.Lstat(next)
+		if err != nil {
+			return
+		}
+		if st.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		links[next] = true
+		if followed++; followed > maxLinks {
+			return
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(cur, target)
+		}
+		target = filepath.Clean(target)
+		parts = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), parts...)
+		cur = "/"
+	}
+}
+
+// absolute is path made absolute and clean, as events and locations are
+// compared; the daemon does not change its working directory.
+func absolute(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return filepath.Clean(path)
 }
 
 // fingerprint sums up what the loader would read: which files, and what
@@ -241,7 +362,11 @@ func (w *Watcher) sync() {
 // O_NONBLOCK in case one is put there between the stat and the open.
 func (w *Watcher) fingerprint() string {
 	var b strings.Builder
-	for _, f := range w.files() {
+	files, err := w.files()
+	if err != nil {
+		fmt.Fprintf(&b, "error %v\x00", err)
+	}
+	for _, f := range files {
 		fmt.Fprintf(&b, "%s\x00", f)
 		st, err := os.Stat(f)
 		if err != nil {
@@ -275,22 +400,6 @@ func hashFile(path string) []byte {
 		return []byte(err.Error())
 	}
 	return h.Sum(nil)
-}
-
-// tomlFiles lists dir's *.toml files as the loader reads them: by name,
-// hidden ones left out.
-func tomlFiles(dir string) []string {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		if n := e.Name(); strings.HasSuffix(n, ".toml") && !strings.HasPrefix(n, ".") {
-			out = append(out, filepath.Join(dir, n))
-		}
-	}
-	return out
 }
 
 func isDir(p string) bool {

@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iosched/iosched/internal/policy"
 )
 
 const debounce = 50 * time.Millisecond
@@ -21,6 +24,9 @@ type followed struct {
 	markerDir string
 	checks    chan []string
 	markers   int
+	// events are the names of the events the watcher checked the files
+	// after, the markers' left out.
+	events []string
 }
 
 var following sync.Map // *Watcher -> *followed
@@ -29,7 +35,7 @@ var following sync.Map // *Watcher -> *followed
 // locations file and dir) and stops it at the end of the test.
 func follow(t *testing.T, path, file, dir string) *Watcher {
 	t.Helper()
-	w, err := newWatcher(Options{Path: path, Debounce: debounce, Log: slog.New(slog.DiscardHandler)}, file, dir)
+	w, err := newWatcher(Options{Path: path, Debounce: debounce, Log: slog.New(slog.DiscardHandler)}, policy.Locations{File: file, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +47,7 @@ func follow(t *testing.T, path, file, dir string) *Watcher {
 		}
 	}
 	w.checked = func(events []string) { f.checks <- events }
+	w.alsoFollow = func(name string) bool { return strings.HasPrefix(filepath.Base(name), ".marker-") }
 	following.Store(w, f)
 	t.Cleanup(func() { following.Delete(w) })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -87,6 +94,11 @@ func settle(t *testing.T, w *Watcher, take bool) int {
 		case <-changed:
 			got++
 		case events := <-f.checks:
+			for _, e := range events {
+				if !strings.HasPrefix(filepath.Base(e), ".marker-") {
+					f.events = append(f.events, e)
+				}
+			}
 			if !slices.ContainsFunc(events, func(e string) bool { return filepath.Base(e) == marker }) {
 				continue
 			}
@@ -298,4 +310,56 @@ func TestSignalsCoalesce(t *testing.T) {
 		settle(t, w, false) // checked, and signalled, before the next
 	}
 	expect(t, w, 1, "three changes not taken")
+}
+
+// Files in the policy's directories that are no part of the policy (a log
+// file the daemon's own stderr goes to, an editor's swap file, a README)
+// are not followed: their events wake nothing and log nothing. Before,
+// every write to such a file was a "policy file event", logged at debug:
+// with the log in that directory each line begot the next.
+func TestOtherFilesAreNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "policy.toml")
+	write(t, p, fmt.Sprintf(rule, "v1"))
+	for _, path := range []string{p, dir} {
+		w := follow(t, path, "", "")
+		for i := range 20 {
+			write(t, filepath.Join(dir, "iosched.log"), fmt.Sprint("line ", i))
+			write(t, filepath.Join(dir, ".policy.toml.swp"), fmt.Sprint("swap ", i))
+			write(t, filepath.Join(dir, "README"), fmt.Sprint("text ", i))
+		}
+		expect(t, w, 0, "other files written")
+		v, _ := following.Load(w)
+		if got := v.(*followed).events; len(got) != 0 {
+			t.Errorf("--policy %s: the watcher woke for files that are no policy: %q", path, got)
+		}
+		write(t, p, fmt.Sprintf(rule, path))
+		expect(t, w, 1, "the policy edited after them")
+	}
+}
+
+// A policy file reached through a chain of links, one of them not named
+// ..data, swapped atomically for one to a new directory: the link swapped
+// is followed, whatever its name.
+func TestLinkOnTheWaySwapped(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 3 {
+		gen := filepath.Join(dir, fmt.Sprint("gen", i))
+		if err := os.Mkdir(gen, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(gen, "policy.toml"), fmt.Sprintf(rule, fmt.Sprint("gen ", i)))
+	}
+	symlink(t, "gen0", filepath.Join(dir, "current"))
+	p := filepath.Join(dir, "policy.toml")
+	symlink(t, filepath.Join("current", "policy.toml"), p)
+	w := follow(t, p, "", "")
+	for i := 1; i < 3; i++ {
+		tmp := filepath.Join(dir, "current.tmp")
+		symlink(t, fmt.Sprint("gen", i), tmp)
+		if err := os.Rename(tmp, filepath.Join(dir, "current")); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, w, 1, "the link on the way swapped")
+	}
 }
