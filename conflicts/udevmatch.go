@@ -39,12 +39,12 @@ type envVal struct {
 
 // udevState is what one path through the rules has done so far.
 type udevState struct {
-	env     map[string]envVal // properties set or removed on this path
-	anyEnv  bool              // an import may have set any property
+	env     map[string]envVal  // properties set or removed on this path
+	anyEnv  bool               // an import may have set any property
 	written map[string]readVal // attributes written on this path (as rules name them), with what a read then gives
-	program bool              // a PROGRAM ran: RESULT and %c are its output
-	parents bool              // a parent key was tested: %b, %d and $attr{} may name that parent
-	lost    bool              // a GOTO was not followed (maxUdevPaths): writes are possible
+	program bool               // a PROGRAM ran: RESULT and %c are its output
+	parents bool               // a parent key was tested: %b, %d and $attr{} may name that parent
+	lost    bool               // a GOTO was not followed (maxUdevPaths): writes are possible
 	// assumed are the conditions this path takes as holding (or not)
 	// that iosched cannot decide.
 	assumed []string
