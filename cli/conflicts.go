@@ -30,6 +30,7 @@ func (e *env) loadWriters() (*conflicts.Set, []string) {
 	for _, p := range set.Problems {
 		problems = append(problems, "reading other writers of queue settings: "+p)
 	}
+	problems = append(problems, set.Notes...)
 	return set, problems
 }
 

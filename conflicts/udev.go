@@ -62,16 +62,9 @@ func (r Rejection) String() string {
 
 // udevFile is one rules file, as udevd would read it.
 type udevFile struct {
-	path  string // as on the system, e.g. /usr/lib/udev/rules.d/60-io-scheduler.rules
-	rules []*udevRule
-	// sets are the properties the file's rules may set (ENV{KEY}= with
-	// any operator), and importsAll whether a rule may import properties
-	// of any name (IMPORT{program}, {file}, {builtin} or {parent}): what
-	// a later file sees of them is not known here. Kept for files that
-	// write no queue attribute, whose rules are not.
-	sets       []string
-	importsAll bool
-	rejected   []Rejection
+	path     string // as on the system, e.g. /usr/lib/udev/rules.d/60-io-scheduler.rules
+	rules    []*udevRule
+	rejected []Rejection
 }
 
 // tokenType orders a rule's keys as udevd 252 does: it sorts each line's

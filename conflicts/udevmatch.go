@@ -643,7 +643,8 @@ func (ev udevEvent) apply(file, rule int, r *udevRule, st *udevState, sure bool,
 		case tkOptionsEscapeReplace:
 			replace = true
 		case tkAssignEnv:
-			if !sure && st.lost {
+			if st.lost {
+				// Whether this rule runs on the path is not known.
 				st.env[t.attr] = envVal{}
 				continue
 			}
@@ -726,15 +727,15 @@ func (r *udevRule) setsEnv() bool {
 
 // run follows the paths an event takes through f from st: where a rule
 // whose conditions are not decided has a GOTO or sets a property, both
-// ways. It returns the paths at the file's end.
-func (ev udevEvent) run(fi int, f *udevFile, st *udevState) []*udevState {
+// ways, up to paths of them. It returns the paths at the file's end.
+func (ev udevEvent) run(fi int, f *udevFile, st *udevState, paths int) []*udevState {
 	type path struct {
 		st  *udevState
 		pos int
 	}
 	var done []*udevState
 	stack := []path{{st, 0}}
-	budget := maxUdevPaths - 1
+	budget := paths - 1
 	for len(stack) > 0 {
 		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -785,7 +786,9 @@ func negation(open []string) string {
 // only where every path agrees on it.
 func (ev udevEvent) merge(paths []*udevState) *udevState {
 	if len(paths) == 1 {
-		return paths[0]
+		p := paths[0]
+		p.recs, p.assumed, p.lost = nil, nil, false
+		return p
 	}
 	m := &udevState{env: map[string]envVal{}, written: map[string]readVal{}}
 	keys := map[string]bool{}
@@ -829,15 +832,15 @@ func (s *Set) udevWrites(d *sysfs.Device, k Known) []Write {
 		ev := udevEvent{action: action, dev: d, known: k}
 		st := &udevState{env: map[string]envVal{}, written: map[string]readVal{}}
 		for fi, f := range s.udev {
-			if len(f.rules) == 0 || !f.writes() {
-				for _, key := range f.sets {
-					st.env[key] = envVal{}
-				}
-				st.anyEnv = st.anyEnv || f.importsAll
+			st.recs, st.assumed, st.lost = nil, nil, false
+			if !f.writes() {
+				// A file that writes no queue attribute is followed one
+				// way only, for the properties it sets: past a GOTO whose
+				// conditions are not known, what it sets is not known.
+				st = ev.merge(ev.run(fi, f, st, 1))
 				continue
 			}
-			st.recs, st.assumed = nil, nil
-			paths := ev.run(fi, f, st)
+			paths := ev.run(fi, f, st, maxUdevPaths)
 			for _, w := range ev.words(fi, f, paths) {
 				k := key{fi, w.rule, w.tok, w.Value, w.Possible}
 				if found[k] == nil {

@@ -2,7 +2,6 @@ package conflicts
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -30,6 +29,10 @@ type Set struct {
 	// Rejected are the udev rules udevd refuses when it reads them, with
 	// its reason (each is among Problems too).
 	Rejected []Rejection
+	// Notes say which reading was followed where that matters: the
+	// udevd found is not the one whose reading this package implements,
+	// or none was found.
+	Notes []string
 	// Udevd is the version of systemd-udevd found under the root ("" when
 	// none is found); the rules are read as UdevdVersion reads them.
 	Udevd string
@@ -65,7 +68,7 @@ func Load(root string) (*Set, error) {
 		s.udev = append(s.udev, f.summary())
 	}
 	if sem := s.udevSemantics(); sem != "" && s.udevWrite {
-		s.Problems = append(s.Problems, sem)
+		s.Notes = append(s.Notes, sem)
 	}
 	tuned, problems, err := loadTuned(root)
 	if err != nil {
@@ -86,38 +89,18 @@ func (f *udevFile) writes() bool {
 	return false
 }
 
-// summary is f as the Set keeps it: whole when it writes a queue
-// attribute, else only the properties its rules may set, which is what a
-// later file's rules see of it.
+// summary is f as the Set keeps it: its rules when they write a queue
+// attribute or set or import properties (which later files' rules may
+// test or put in a value), else nothing but its name.
 func (f *udevFile) summary() *udevFile {
-	if f.writes() {
-		for _, r := range f.rules {
-			for _, t := range r.tokens {
-				if t.typ == tkAssignEnv {
-					f.sets = append(f.sets, t.attr)
-				}
-			}
-		}
-		return f
-	}
-	sum := &udevFile{path: f.path}
 	for _, r := range f.rules {
 		for _, t := range r.tokens {
-			switch t.typ {
-			case tkAssignEnv, tkImportDB, tkImportCmdline:
-				key := t.attr
-				if t.typ != tkAssignEnv {
-					key = t.value
-				}
-				if !slices.Contains(sum.sets, key) {
-					sum.sets = append(sum.sets, key)
-				}
-			case tkImportFile, tkImportProgram, tkImportBuiltin, tkImportParent:
-				sum.importsAll = true
+			if t.typ == tkAssignEnv || (t.typ >= tkImportFile && t.typ <= tkImportParent) || (t.typ == tkAssignAttr && t.queue != "") {
+				return f
 			}
 		}
 	}
-	return sum
+	return &udevFile{path: f.path}
 }
 
 // Empty reports whether nothing found writes a queue attribute.
