@@ -1,8 +1,8 @@
 package conflicts
 
 import (
-	"errors"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
