@@ -103,7 +103,9 @@ const (
 	// Assignments; udevd has more of them (OWNER, MODE, TAG, RUN, ...),
 	// which change nothing iosched follows and are not kept.
 	tkOptionsEscapeReplace
+	tkAssignTag
 	tkAssignEnv
+	tkAssignDevlink
 	tkAssignAttr
 )
 
@@ -608,17 +610,35 @@ var udevBuiltins = []string{"blkid", "btrfs", "hwdb", "input_id", "keyboard", "k
 
 // isBuiltin is udev_builtin_lookup: the command's first word names a
 // built-in when it is the start of one's name.
-func isBuiltin(cmd string) bool {
+func isBuiltin(cmd string) bool { return builtinOf(cmd) != "" }
+
+// builtinOf is the built-in cmd names (udev_builtin_lookup), "" when none.
+func builtinOf(cmd string) string {
 	w := strings.TrimLeft(cmd, " \t\n\r")
 	if i := strings.IndexAny(w, " \t\n\r"); i >= 0 {
 		w = w[:i]
 	}
 	for _, b := range udevBuiltins {
 		if strings.HasPrefix(b, w) {
-			return true
+			return b
 		}
 	}
-	return false
+	return ""
+}
+
+// builtinSets are the properties each built-in may set, as globs
+// (src/udev/udev-builtin-*.c); nil: any (hwdb's entries name their own).
+var builtinSets = map[string][]string{
+	"blkid":          {"ID_FS_*", "ID_PART_*"},
+	"btrfs":          {"ID_BTRFS_READY"},
+	"input_id":       {"ID_INPUT*"},
+	"keyboard":       {},
+	"kmod":           {},
+	"net_id":         {"ID_NET_*"},
+	"net_setup_link": {"ID_NET_*"},
+	"path_id":        {"ID_PATH*"},
+	"uaccess":        {},
+	"usb_id":         {"ID_*"},
 }
 
 // udevEnvReadOnly are the properties an ENV{} assignment may not set.
@@ -677,7 +697,7 @@ func (r *udevRule) add(key string, hasAttr bool, op string, t udevToken) (kept b
 		case isMatch:
 			return keep(tkDevlink)
 		}
-		return true, ""
+		return keep(tkAssignDevlink)
 	case "NAME":
 		switch {
 		case hasAttr:
@@ -720,7 +740,7 @@ func (r *udevRule) add(key string, hasAttr bool, op string, t udevToken) (kept b
 		case isMatch:
 			return keep(tkTag)
 		}
-		return true, ""
+		return keep(tkAssignTag)
 	case "ATTR", "SYSCTL":
 		switch {
 		case t.attr == "":

@@ -25,30 +25,38 @@ const oracleLoop = 42100
 // oracleScript runs `udevadm test` for one device in a mount namespace of
 // its own (unshare execs it) where udevd's rules directories hold only the
 // fixture's files ($4 bound over /usr/lib/udev/rules.d, tmpfs over the
-// others), /run/udev and /dev/block are tmpfs (no database or link of the
-// host's is read or left), and the device is the test's loop device under
-// another name: a tmpfs over /sys/devices/virtual/block holds a directory
-// named $3 onto which the loop's own sysfs directory is bound, so a rule
-// reads and writes the loop's attributes while it matches KERNEL== and
-// %k against $3. udevadm 252 writes the ATTR{} assignments it evaluates:
-// they land on the test's loop and nowhere else. With $5 = 1 the flag file
-// the edge fixtures TEST exists, and each program the fixture's
-// oracle-stubs file names (lines "PATH KEY=VALUE...") is replaced by one
-// that prints those properties, so that what an IMPORT{program} or PROGRAM
-// would tell on a real disk holds. The kernel command line
-// IMPORT{cmdline} reads is SYSTEMD_PROC_CMDLINE, set by the caller.
+// others), /run/udev is a tmpfs and /dev a tmpfs holding only the nodes
+// udevadm opens (so no database, link or node of the host's is read or
+// left: udevadm test creates the links SYMLINK+= asks for), and the device
+// is the test's loop device under another name: a tmpfs over
+// /sys/devices/virtual/block holds a directory named $3 onto which the
+// loop's own sysfs directory is bound, so a rule reads and writes the
+// loop's attributes while it matches KERNEL== and %k against $3. udevadm
+// 252 writes the ATTR{} assignments it evaluates: they land on the test's
+// loop and nowhere else. With $5 = 1 the flag file the edge fixtures TEST
+// exists, and each program the fixture's oracle-stubs file names (lines
+// "PATH KEY=VALUE...") is replaced by one that prints those properties, so
+// that what an IMPORT{program} or PROGRAM would tell on a real disk holds.
+// The kernel command line IMPORT{cmdline} reads is SYSTEMD_PROC_CMDLINE,
+// set by the caller.
 const oracleScript = `set -e
-stage=$1 loopdir=$2 name=$3 rules=$4 flag=$5 action=$6 stubs=$7
+stage=$1 loopdir=$2 name=$3 rules=$4 flag=$5 action=$6 stubs=$7 dev=$8 node=$9
 mount -t tmpfs tmpfs "$stage"
 mkdir "$stage/$name"
 mount --bind "$loopdir" "$stage/$name"
 mkdir -p /run/udev
 mount -t tmpfs tmpfs /run/udev
+mount -t tmpfs tmpfs "$dev"
+for n in null zero full random urandom "$node"; do
+	touch "$dev/$n"
+	mount --bind "/dev/$n" "$dev/$n"
+done
+ln -s /proc/self/fd "$dev/fd"
+mount --bind "$dev" /dev
 for d in /etc/udev/rules.d /usr/local/lib/udev/rules.d /lib/udev/rules.d; do
 	if [ -d "$d" ] && ! [ "$d" -ef /usr/lib/udev/rules.d ]; then mount -t tmpfs tmpfs "$d"; fi
 done
 mount --bind "$rules" /usr/lib/udev/rules.d
-if [ -d /dev/block ]; then mount -t tmpfs tmpfs /dev/block; fi
 if [ "$flag" = 1 ]; then
 	touch /run/udev/iosched-flag
 	if [ -f "$stubs" ]; then
@@ -240,9 +248,9 @@ func TestIntegrationUdevRulesAgreeWithUdevadm(t *testing.T) {
 // rules, returning its output.
 func runOracle(t *testing.T, loopDir, name, rulesDir, stubs string, flag int, action string) string {
 	t.Helper()
-	stage := t.TempDir()
+	stage, dev := t.TempDir(), t.TempDir()
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", oracleScript, "sh",
-		stage, loopDir, name, rulesDir, fmt.Sprint(flag), action, stubs)
+		stage, loopDir, name, rulesDir, fmt.Sprint(flag), action, stubs, dev, filepath.Base(loopDir))
 	cmdline := "quiet"
 	if flag == 1 {
 		cmdline = "quiet elevator=none"

@@ -97,6 +97,16 @@ KERNEL=="loop*", ATTR{queue/scheduler}="ok"
 ATTR{queue/iosched/x}="` + strings.Repeat("1", udevLineSize) + `"
 ATTR{queue/scheduler}="after"
 `, []string{"1 scheduler=before"}},
+		{"links and tags are those the event added", `SYMLINK=="?*", ATTR{queue/read_ahead_kb}="136"
+SYMLINK=="disk/*", ATTR{queue/read_ahead_kb}="144"
+TAG=="systemd", ATTR{queue/nr_requests}="48"
+SYMLINK+="x"
+SYMLINK=="x", ATTR{queue/nr_requests}="96"
+`, []string{"1 read_ahead_kb=136", "5 nr_requests=96 may"}},
+		{"a built-in sets only its own properties", `IMPORT{builtin}="path_id"
+ENV{ID_VENDOR}!="?*", ATTR{queue/scheduler}="mq-deadline"
+ENV{ID_PATH}=="?*", ATTR{queue/read_ahead_kb}="1"
+`, []string{"2 scheduler=mq-deadline", "3 read_ahead_kb=1 may"}},
 		{"NAME names no disk", `NAME=="loop*", ATTR{queue/scheduler}="a"
 NAME=="", ATTR{queue/scheduler}="b"
 `, []string{"2 scheduler=b"}},

@@ -41,6 +41,9 @@ type envVal struct {
 type udevState struct {
 	env     map[string]envVal  // properties set or removed on this path
 	anyEnv  bool               // an import may have set any property
+	taint   []string           // globs of properties an import may have set
+	links   bool               // a SYMLINK assignment may have run: the links are not known
+	tags    bool               // a TAG assignment may have run: the tags are not known
 	written map[string]readVal // attributes written on this path (as rules name them), with what a read then gives
 	program bool               // a PROGRAM ran: RESULT and %c are its output
 	parents bool               // a parent key was tested: %b, %d and $attr{} may name that parent
@@ -62,6 +65,7 @@ func (st *udevState) clone() *udevState {
 		c.written[k] = v
 	}
 	c.assumed = slices.Clone(st.assumed)
+	c.taint = slices.Clone(st.taint)
 	c.recs = slices.Clone(st.recs)
 	return &c
 }
@@ -99,7 +103,8 @@ func (ev udevEvent) env(st *udevState, key string) (string, bool) {
 	if v, isKernel, known := kernelEnv(ev.dev, key); isKernel {
 		return v, known
 	}
-	if st.anyEnv || slices.Contains(unknownEnv, key) || strings.HasPrefix(key, "SYNTH_ARG_") {
+	if st.anyEnv || slices.Contains(unknownEnv, key) || strings.HasPrefix(key, "SYNTH_ARG_") ||
+		slices.ContainsFunc(st.taint, func(g string) bool { return fnmatch(g, key) }) {
 		return "", false
 	}
 	return "", true // no rule before sets it: unset
@@ -218,7 +223,7 @@ func (ev udevEvent) evalToken(t udevToken, st *udevState) verdict {
 			}
 		}
 		return v
-	case tkParentsKernel, tkParentsSubsystem, tkParentsDriver, tkParentsAttr, tkParentsTag:
+	case tkParentsKernel, tkParentsSubsystem, tkParentsDriver, tkParentsAttr:
 		st.parents = true
 		return ev.evalParents(t, st)
 	case tkTest:
@@ -229,19 +234,59 @@ func (ev udevEvent) evalToken(t udevToken, st *udevState) verdict {
 	case tkImportDB, tkImportCmdline:
 		st.env[t.value] = envVal{}
 		return unknown
-	case tkImportFile, tkImportProgram, tkImportBuiltin, tkImportParent:
-		st.anyEnv = true
-		for k := range st.env {
-			st.env[k] = envVal{}
+	case tkImportBuiltin, tkImportProgram:
+		if sets, ok := builtinSets[builtinOf(t.value)]; ok && (t.typ == tkImportBuiltin || isBuiltin(t.value)) {
+			st.taintEnv(sets)
+			return unknown
 		}
+		st.taintEnv(nil)
 		return unknown
+	case tkImportParent:
+		st.taintEnv([]string{t.value})
+		return unknown
+	case tkImportFile:
+		st.taintEnv(nil)
+		return unknown
+	case tkDevlink:
+		if st.links {
+			return unknown
+		}
+		// No link yet: a match of each link matches nothing, so the key
+		// holds only as != (udevd's "?*" is != "", turned around).
+		return verdictOf(t.negate != (t.value == "?*"))
+	case tkTag, tkParentsTag:
+		if st.tags {
+			return unknown
+		}
+		return verdictOf(t.negate != (t.value == "?*"))
 	case tkResult:
 		if !st.program {
 			return decide("", true) // no PROGRAM ran: the result is empty
 		}
 		return unknown
 	}
-	return unknown // SYMLINK==, CONST, TAG, SYSCTL
+	return unknown // CONST, SYSCTL
+}
+
+// taintEnv marks the properties matching globs (nil: every one) as set to
+// values not known here.
+func (st *udevState) taintEnv(globs []string) {
+	if globs == nil {
+		st.anyEnv = true
+	}
+	st.taint = append(st.taint, globs...)
+	for k := range st.env {
+		if globs == nil || slices.ContainsFunc(globs, func(g string) bool { return fnmatch(g, k) }) {
+			st.env[k] = envVal{}
+		}
+	}
+}
+
+func verdictOf(b bool) verdict {
+	if b {
+		return holds
+	}
+	return fails
 }
 
 // attr reads an attribute of the disk for a rule on the path. After a
@@ -356,8 +401,6 @@ func (ev udevEvent) evalParents(t udevToken, st *udevState) verdict {
 		self = "block"
 	case tkParentsDriver:
 		selfPresent = false
-	case tkParentsTag:
-		return unknown
 	case tkParentsAttr:
 		if strings.HasPrefix(t.attr, "[") || strings.ContainsAny(t.attr, "%$") {
 			return unknown
@@ -642,6 +685,10 @@ func (ev udevEvent) apply(file, rule int, r *udevRule, st *udevState, sure bool,
 		switch t.typ {
 		case tkOptionsEscapeReplace:
 			replace = true
+		case tkAssignDevlink:
+			st.links = true
+		case tkAssignTag:
+			st.tags = true
 		case tkAssignEnv:
 			if st.lost {
 				// Whether this rule runs on the path is not known.
@@ -803,6 +850,13 @@ func (ev udevEvent) merge(paths []*udevState) *udevState {
 			m.written[k] = v
 		}
 		m.anyEnv = m.anyEnv || p.anyEnv
+		m.links = m.links || p.links
+		m.tags = m.tags || p.tags
+		for _, g := range p.taint {
+			if !slices.Contains(m.taint, g) {
+				m.taint = append(m.taint, g)
+			}
+		}
 		m.program = m.program || p.program
 		m.parents = m.parents || p.parents
 	}
@@ -821,6 +875,9 @@ func (ev udevEvent) merge(paths []*udevState) *udevState {
 // udevWrites runs every rules file for d on an add and on a change event
 // and words the writes found: one Write per rule, value and certainty.
 func (s *Set) udevWrites(d *sysfs.Device, k Known) []Write {
+	if !s.udevWrite {
+		return nil
+	}
 	type key struct {
 		file, rule, tok int
 		value           string

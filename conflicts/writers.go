@@ -90,12 +90,13 @@ func (f *udevFile) writes() bool {
 }
 
 // summary is f as the Set keeps it: its rules when they write a queue
-// attribute or set or import properties (which later files' rules may
-// test or put in a value), else nothing but its name.
+// attribute, set or import properties, or add links or tags (which later
+// files' rules may test or put in a value), else nothing but its name.
 func (f *udevFile) summary() *udevFile {
 	for _, r := range f.rules {
 		for _, t := range r.tokens {
-			if t.typ == tkAssignEnv || (t.typ >= tkImportFile && t.typ <= tkImportParent) || (t.typ == tkAssignAttr && t.queue != "") {
+			if t.typ == tkAssignEnv || t.typ == tkAssignDevlink || t.typ == tkAssignTag ||
+				(t.typ >= tkImportFile && t.typ <= tkImportParent) || (t.typ == tkAssignAttr && t.queue != "") {
 				return f
 			}
 		}
