@@ -107,6 +107,12 @@ SYMLINK=="x", ATTR{queue/nr_requests}="96"
 ENV{ID_VENDOR}!="?*", ATTR{queue/scheduler}="mq-deadline"
 ENV{ID_PATH}=="?*", ATTR{queue/read_ahead_kb}="1"
 `, []string{"2 scheduler=mq-deadline", "3 read_ahead_kb=1 may"}},
+		{"a scheduler switch replaces its files and resets nr_requests", `TEST=="queue/iosched", ATTR{queue/read_ahead_kb}="1"
+ATTR{queue/nr_requests}=="128", ATTR{queue/read_ahead_kb}="2"
+ATTR{queue/scheduler}="bfq"
+TEST=="queue/iosched/low_latency", ATTR{queue/read_ahead_kb}="3"
+ATTR{queue/nr_requests}=="128", ATTR{queue/read_ahead_kb}="4"
+`, []string{"2 read_ahead_kb=2", "3 scheduler=bfq", "4 read_ahead_kb=3 may", "5 read_ahead_kb=4 may"}},
 		{"NAME names no disk", `NAME=="loop*", ATTR{queue/scheduler}="a"
 NAME=="", ATTR{queue/scheduler}="b"
 `, []string{"2 scheduler=b"}},

@@ -268,6 +268,17 @@ func (ev udevEvent) evalToken(t udevToken, st *udevState) verdict {
 	return unknown // CONST, SYSCTL
 }
 
+// switched reports whether rel is a file a scheduler switch on the path
+// may have replaced or reset: the scheduler's own files under
+// queue/iosched, and nr_requests (elevator_switch in block/elevator.c).
+func (st *udevState) switched(rel string) bool {
+	if _, ok := st.written["queue/scheduler"]; !ok {
+		return false
+	}
+	rel = strings.Trim(rel, "/")
+	return rel == "queue/iosched" || strings.HasPrefix(rel, "queue/iosched/") || rel == "queue/nr_requests"
+}
+
 // taintEnv marks the properties matching globs (nil: every one) as set to
 // values not known here.
 func (st *udevState) taintEnv(globs []string) {
@@ -307,6 +318,9 @@ func (ev udevEvent) attr(st *udevState, name string) (value string, present, kno
 func (ev udevEvent) attrAlts(st *udevState, name string) (alts []string, present, known bool) {
 	if w, ok := st.written[strings.Trim(name, "/")]; ok {
 		return w.alts, true, w.known
+	}
+	if st.switched(name) {
+		return nil, false, false
 	}
 	v, present, known := ev.known.attrValue(ev.dev, name)
 	return []string{v}, present, known
@@ -362,6 +376,9 @@ func (ev udevEvent) exists(st *udevState, rel string) (exists, known bool) {
 	d := ev.dev
 	if _, ok := st.written[rel]; ok {
 		return true, true // udevd wrote it: it is there
+	}
+	if st.switched(rel) {
+		return false, false
 	}
 	if q, ok := strings.CutPrefix(rel, "mq/"); ok && d.HWQueues != nil && !strings.Contains(q, "/") {
 		if n, err := strconv.Atoi(q); err == nil && strconv.Itoa(n) == q {
