@@ -530,7 +530,7 @@ func (ev udevEvent) format(st *udevState, s string) (string, []string) {
 	var open []string
 	for i := 0; i < len(s); {
 		c := s[i]
-		if (c != '$' && c != '%') || i+1 > len(s) {
+		if c != '$' && c != '%' {
 			b.WriteByte(c)
 			i++
 			continue
