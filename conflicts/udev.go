@@ -950,12 +950,13 @@ var udevdBinaries = []string{"/usr/bin/udevadm", "/bin/udevadm", "/usr/lib/syste
 // (Debian's is 1.3 MiB).
 const maxUdevdBinary = 64 << 20
 
-// findUdevdVersion is the version of the systemd-udevd installed under
-// root ("252.39-1~deb12u2"), "" when none is found. It is read from the
-// binary, not asked of it: the tree may be another machine's. udevd's
-// start-up message carries the version as a constant ("Starting
+// findUdevd reads the systemd-udevd installed under root: its version
+// ("252.39-1~deb12u2", "" when none is found) and the architecture it is
+// built for, as CONST{arch} names it ("" when not told). They are read
+// from the binary, not asked of it: the tree may be another machine's.
+// udevd's start-up message carries the version as a constant ("Starting
 // systemd-udevd version " GIT_VERSION, src/udev/udevd.c).
-func findUdevdVersion(root string) string {
+func findUdevd(root string) (version, arch string) {
 	const marker = "Starting systemd-udevd version "
 	for _, p := range udevdBinaries {
 		b, err := safefile.Read(filepath.Join(root, p), maxUdevdBinary)
@@ -972,8 +973,54 @@ func findUdevdVersion(root string) string {
 			n++
 		}
 		if n > 0 {
-			return string(v[:n])
+			return string(v[:n]), elfArch(b)
 		}
+	}
+	return "", ""
+}
+
+// elfArch is the architecture an ELF file is built for, named as
+// systemd's architecture_to_string names it (src/basic/architecture.c),
+// "" when b is not ELF or its machine is not one named here.
+func elfArch(b []byte) string {
+	if len(b) < 20 || string(b[:4]) != "\x7fELF" {
+		return ""
+	}
+	is64, little := b[4] == 2, b[5] == 1
+	machine := int(b[18]) | int(b[19])<<8
+	if !little {
+		machine = int(b[18])<<8 | int(b[19])
+	}
+	pick := func(a64le, a64be, a32le, a32be string) string {
+		switch {
+		case is64 && little:
+			return a64le
+		case is64:
+			return a64be
+		case little:
+			return a32le
+		}
+		return a32be
+	}
+	switch machine {
+	case 62: // EM_X86_64
+		return "x86-64"
+	case 3: // EM_386
+		return "x86"
+	case 183: // EM_AARCH64
+		return pick("arm64", "arm64-be", "", "")
+	case 40: // EM_ARM
+		return pick("", "", "arm", "arm-be")
+	case 21: // EM_PPC64
+		return pick("ppc64-le", "ppc64", "", "")
+	case 20: // EM_PPC
+		return pick("", "", "ppc-le", "ppc")
+	case 22: // EM_S390
+		return pick("", "s390x", "", "s390")
+	case 243: // EM_RISCV
+		return pick("riscv64", "", "riscv32", "")
+	case 258: // EM_LOONGARCH
+		return pick("loongarch64", "", "", "")
 	}
 	return ""
 }

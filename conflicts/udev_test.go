@@ -178,7 +178,7 @@ func TestUdevdVersion(t *testing.T) {
 	for _, c := range []struct {
 		binary, want, note string
 	}{
-		{"\x7fELF...Starting systemd-udevd version 252.39-1~deb12u2\x00...", "252.39-1~deb12u2", ""},
+		{"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00\x3e\x00...Starting systemd-udevd version 252.39-1~deb12u2\x00...", "252.39-1~deb12u2", ""},
 		{"\x7fELF...Starting systemd-udevd version 256.7\x00", "256.7", "systemd-udevd here is 256.7: udev rules read as systemd-udevd 252 reads them"},
 		{"", "", "no systemd-udevd found to tell its version: udev rules read as systemd-udevd 252 reads them"},
 	} {
@@ -198,6 +198,23 @@ func TestUdevdVersion(t *testing.T) {
 		if !reflect.DeepEqual(s.Notes, notes) {
 			t.Errorf("%s: Notes = %q, want %q", c.want, s.Notes, notes)
 		}
+	}
+}
+
+// CONST{arch} is the architecture the udevd under the root is built for;
+// CONST{virt} is not known here.
+func TestUdevConst(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeFile(t, root, "/usr/lib/udev/rules.d/60-x.rules", `CONST{arch}=="x86-64", ATTR{queue/scheduler}="a"
+CONST{arch}=="arm64", ATTR{queue/scheduler}="b"
+CONST{virt}=="kvm", ATTR{queue/scheduler}="c"
+`)
+	// An x86-64 ELF header (class 64, little-endian, e_machine 62).
+	writeFile(t, root, "/usr/bin/udevadm", "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00\x3e\x00 Starting systemd-udevd version 252.1\x00")
+	s := loadBounded(t, root)
+	if got, want := what(s.For(loop)), []string{"1 scheduler=a", "3 scheduler=c may"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("writes %q, want %q", got, want)
 	}
 }
 

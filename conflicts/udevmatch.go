@@ -29,6 +29,7 @@ type udevEvent struct {
 	action string
 	dev    *sysfs.Device
 	known  Known
+	arch   string // CONST{arch}, "" when not known
 }
 
 // envVal is a property's value on a path, when known; "" is unset.
@@ -264,8 +265,11 @@ func (ev udevEvent) evalToken(t udevToken, st *udevState) verdict {
 			return decide("", true) // no PROGRAM ran: the result is empty
 		}
 		return unknown
+	case tkConst:
+		// CONST{virt} is what the machine runs on, not known here.
+		return decide(ev.arch, t.attr == "arch" && ev.arch != "")
 	}
-	return unknown // CONST, SYSCTL
+	return unknown // SYSCTL
 }
 
 // switched reports whether rel is a file a scheduler switch on the path
@@ -903,7 +907,7 @@ func (s *Set) udevWrites(d *sysfs.Device, k Known) []Write {
 	found := map[key]*Write{}
 	var order []key
 	for _, action := range []string{"add", "change"} {
-		ev := udevEvent{action: action, dev: d, known: k}
+		ev := udevEvent{action: action, dev: d, known: k, arch: s.udevArch}
 		st := &udevState{env: map[string]envVal{}, written: map[string]readVal{}}
 		for fi, f := range s.udev {
 			st.recs, st.assumed, st.lost = nil, nil, false

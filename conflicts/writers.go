@@ -22,6 +22,7 @@ type Set struct {
 	// queue attribute keep their rules, the others what they may set.
 	udev      []*udevFile
 	udevWrite bool
+	udevArch  string // what CONST{arch} is: the udevd binary's architecture
 	tuned     []tunedWrite
 	// Problems are files that could not be read or lines udevd would
 	// reject: the set is what could be read.
@@ -49,7 +50,7 @@ func Load(root string) (*Set, error) {
 	paths, problems := listUdevRules(root)
 	s.Problems = append(s.Problems, problems...)
 	budget := int64(maxRulesTotal)
-	s.Udevd = findUdevdVersion(root)
+	s.Udevd, s.udevArch = findUdevd(root)
 	for _, p := range paths {
 		f, problems, err := readUdevFile(root, p, &budget)
 		if err != nil {
