@@ -1,6 +1,7 @@
 package conflicts
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -237,5 +238,27 @@ ATTR{queue/nr_requests}="$env{N}"
 	}
 	if !ws[1].Overrides("64") {
 		t.Error("a write of an unknown value does not override 64")
+	}
+}
+
+// Conditions iosched cannot decide in front of GOTOs double the paths
+// followed; past the bound (fewer paths for a longer file) the rest of a
+// path is followed one way, and what it writes is kept, as possible.
+func TestUndecidedGotosAreBounded(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	const n = 20000
+	for i := range n {
+		fmt.Fprintf(&b, "PROGRAM==\"/bin/p%d\", GOTO=\"l%d\"\nLABEL=\"l%d\"\n", i, i, i)
+	}
+	b.WriteString(`ATTR{queue/scheduler}="bfq"` + "\n")
+	root := t.TempDir()
+	writeFile(t, root, "/etc/udev/rules.d/60-x.rules", b.String())
+	s := loadBounded(t, root)
+	ws := s.For(loop)
+	// Every GOTO leads to the next line: both ways meet, the write is
+	// made on each path followed, and on the paths past the bound too.
+	if got := what(ws); len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprint(2*n+1)+" scheduler=bfq") {
+		t.Errorf("writes %q", got)
 	}
 }

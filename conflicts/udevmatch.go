@@ -22,7 +22,12 @@ const (
 // event: each condition iosched cannot decide in front of a GOTO or a
 // property assignment doubles them. Past the bound the rest of a path is
 // followed without taking such a GOTO, and every write on it is possible.
-const maxUdevPaths = 256
+// maxUdevSteps bounds the rules evaluated that way (paths times rules), so
+// that a long file gets fewer paths.
+const (
+	maxUdevPaths = 256
+	maxUdevSteps = 1 << 20
+)
 
 // udevEvent is a block uevent for a whole disk as udevd would process it.
 type udevEvent struct {
@@ -918,7 +923,7 @@ func (s *Set) udevWrites(d *sysfs.Device, k Known) []Write {
 				st = ev.merge(ev.run(fi, f, st, 1))
 				continue
 			}
-			paths := ev.run(fi, f, st, maxUdevPaths)
+			paths := ev.run(fi, f, st, max(1, min(maxUdevPaths, maxUdevSteps/len(f.rules))))
 			for _, w := range ev.words(fi, f, paths) {
 				k := key{fi, w.rule, w.tok, w.Value, w.Possible}
 				if found[k] == nil {
