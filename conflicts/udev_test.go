@@ -262,3 +262,13 @@ func TestUndecidedGotosAreBounded(t *testing.T) {
 		t.Errorf("writes %q", got)
 	}
 }
+
+// A possible tuned setting is worded as one too.
+func TestPossibleTunedWording(t *testing.T) {
+	t.Parallel()
+	w := Write{Kind: TunedProfile, Profile: "p", File: "/usr/lib/tuned/p/tuned.conf", Line: 3, Attribute: "scheduler", Value: "bfq",
+		Possible: true, Unknown: []string{"tuned would evaluate ${f:virt_check} here"}}
+	if got, want := w.Describe(), `tuned profile "p" (/usr/lib/tuned/p/tuned.conf:3) may set scheduler to "bfq" if tuned would evaluate ${f:virt_check} here (not known here)`; got != want {
+		t.Errorf("Describe:\n got %s\nwant %s", got, want)
+	}
+}

@@ -178,7 +178,11 @@ func (w Write) Describe() string {
 	var b strings.Builder
 	switch w.Kind {
 	case TunedProfile:
-		fmt.Fprintf(&b, "tuned profile %q (%s) sets %s ", w.Profile, w.Where(), w.Attribute)
+		verb := "sets"
+		if w.Possible {
+			verb = "may set"
+		}
+		fmt.Fprintf(&b, "tuned profile %q (%s) %s %s ", w.Profile, w.Where(), verb, w.Attribute)
 		switch w.Compare {
 		case '>':
 			fmt.Fprintf(&b, "to %s when it is lower", w.Value)
