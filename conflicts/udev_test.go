@@ -81,7 +81,8 @@ ATTR{queue/read_ahead_kb}="256"
 ATTR{queue/scheduler}="none"
 LABEL="have"
 TEST!="queue/nosuch", ATTR{queue/scheduler}="bfq"
-`, []string{"4 scheduler=bfq"}},
+TEST=="/sys/block/%k/queue/nr_requests", TEST!="/sys/class/block/%k/queue/nosuch", ATTR{queue/read_ahead_kb}="8"
+`, []string{"4 scheduler=bfq", "5 read_ahead_kb=8"}},
 		{"a property set only on one way", `PROGRAM=="/bin/true", ENV{S}="bfq"
 ATTR{queue/scheduler}="$env{S}"
 `, []string{"2 scheduler=bfq may", "2 scheduler= may"}},

@@ -356,11 +356,17 @@ func (ev udevEvent) evalTest(t udevToken, st *udevState) verdict {
 	case strings.HasPrefix(p, "["):
 		return unknown
 	case strings.HasPrefix(p, "/"):
-		dir := "/sys/" + ev.dev.Path + "/"
-		if !strings.HasPrefix(p, dir) {
+		// The disk's directory, by its path or its class links.
+		found := false
+		for _, dir := range []string{"/sys/" + ev.dev.Path + "/", "/sys/block/" + ev.dev.Name + "/", "/sys/class/block/" + ev.dev.Name + "/"} {
+			if r, ok := strings.CutPrefix(p, dir); ok {
+				rel, found = r, true
+				break
+			}
+		}
+		if !found {
 			return unknown
 		}
-		rel = strings.TrimPrefix(p, dir)
 	default:
 		rel = p
 	}
