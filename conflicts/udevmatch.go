@@ -392,8 +392,8 @@ func (ev udevEvent) exists(st *udevState, rel string) (exists, known bool) {
 	if _, ok := st.written[rel]; ok {
 		return true, true // udevd wrote it: it is there
 	}
-	if st.switched(rel) {
-		return false, false
+	if st.switched(rel) && rel != "queue/nr_requests" {
+		return false, false // a switch resets nr_requests, it does not remove it
 	}
 	if q, ok := strings.CutPrefix(rel, "mq/"); ok && d.HWQueues != nil && !strings.Contains(q, "/") {
 		if n, err := strconv.Atoi(q); err == nil && strconv.Itoa(n) == q {
