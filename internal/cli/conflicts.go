@@ -6,6 +6,7 @@ import (
 	iofs "io/fs"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/iosched/iosched/internal/conflicts"
 	"github.com/iosched/iosched/internal/paths"
@@ -30,6 +31,7 @@ func (e *env) loadWriters() (*conflicts.Set, []string) {
 	for _, p := range set.Problems {
 		problems = append(problems, "reading other writers of queue settings: "+p)
 	}
+	problems = append(problems, set.Notes...)
 	return set, problems
 }
 
@@ -94,6 +96,16 @@ func writerWarnings(set *conflicts.Set, fs sysfs.FS, a pipeline.Assessment) []st
 		}
 		return "", false, err
 	}}
+	known.Exists = func(rel string) (bool, error) {
+		_, err := fs.ReadDiskAttr(a.Device.Name, rel)
+		switch {
+		case err == nil, errors.Is(err, syscall.EISDIR):
+			return true, nil
+		case errors.Is(err, iofs.ErrNotExist) && fs.Live():
+			return false, nil
+		}
+		return false, err
+	}
 	for _, s := range a.Eval.Settings {
 		known.Written = append(known.Written, s.Attribute)
 	}

@@ -138,7 +138,7 @@ set = { scheduler = "none", read_ahead_kb = 512, nr_requests = 32 }
 		`  warning: udev rule /etc/udev/rules.d/60-ioschedulers.rules:2 sets scheduler to "bfq" on add and change events; udevd runs it after iosched and undoes the policy's scheduler = none (rule "virtio")`,
 		// The policy sets the scheduler: whether udevd sees none is
 		// a race, so "may".
-		`  warning: udev rule /etc/udev/rules.d/60-ioschedulers.rules:3 sets nr_requests to "64" on add and change events if ATTR{queue/scheduler}=="*\\[none\\]*" (not known here); udevd runs it after iosched and may undo the policy's nr_requests = 32 (rule "virtio")`,
+		`  warning: udev rule /etc/udev/rules.d/60-ioschedulers.rules:3 may write nr_requests to "64" on add and change events if ATTR{queue/scheduler}=="*\\[none\\]*" (not known here); udevd runs it after iosched and may undo the policy's nr_requests = 32 (rule "virtio")`,
 		`  warning: tuned profile "x" (/usr/lib/tuned/x/tuned.conf:2) sets read_ahead_kb to 4096 when it is lower; tuned undoes the policy's read_ahead_kb = 512 (rule "virtio")`,
 	}
 	var got []string

@@ -23,6 +23,18 @@ switch before it resets: apply reads it again then, and writes it only if it
 moved. Disks that cannot be read, and rules of an admin's policy that match no
 disk, are warned about. It writes nothing.
 
+A udev rule or tuned setting that would undo the policy on a disk is warned
+about with its file and line. Udev rules are read as systemd-udevd 252 reads
+them (its keys, operators, escapes and $ and % substitutions, GOTO and LABEL,
+the properties earlier rules set); a rule udevd refuses is named with udevd's
+reason and counts for nothing. "sets" means udevd writes the value on every
+way through the rules; "may write" that it does only if conditions iosched
+cannot know here hold (a program's output, a file outside the disk's sysfs
+directory, the kernel command line), named after "if". A value udevd fills
+in from something unknown here is shown as written, as "an unknown value".
+When the udevd under --root is not version 252, or none is found, a warning
+says which reading was applied.
+
 Exit status: 0, or 1 when a setting could not be planned because the disk
 could not be read. With --detailed-exitcode: 0 when nothing would change, 2
 when something would, 1 on error.`,

@@ -1,7 +1,5 @@
 package conflicts
 
-import "strings"
-
 // fnmatch reports whether s matches the shell pattern p as fnmatch(3) does
 // with no flags, which is how udevd (src/udev/udev-rules.c
 // token_match_string) and tuned (Python's fnmatch) match names: '*' and '?'
@@ -94,6 +92,3 @@ func matchSet(p string, c byte) (matched bool, n int, valid bool) {
 	}
 	return false, 0, false
 }
-
-// hasGlob reports whether p has a character fnmatch treats specially.
-func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[\\") }

@@ -210,3 +210,11 @@ func expandProfileDir(dir, s string) string {
 		s = s[i+len(tok):]
 	}
 }
+
+// clip shortens a line quoted in an error to its start.
+func clip(s string) string {
+	if len(s) > 20 {
+		return s[:20] + "..."
+	}
+	return s
+}

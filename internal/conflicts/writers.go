@@ -2,7 +2,6 @@ package conflicts
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -18,12 +17,26 @@ const (
 // Set is every queue attribute assignment found under a root: the udev
 // rules udevd would read and the active tuned profile. Make one with Load.
 type Set struct {
-	root  string
-	udev  []*udevFile
-	tuned *tunedConfig
+	root string
+	// udev are the rules files in udevd's order; only those that write a
+	// queue attribute keep their rules, the others what they may set.
+	udev      []*udevFile
+	udevWrite bool
+	udevArch  string // what CONST{arch} is: the udevd binary's architecture
+	tuned     *tunedConfig
 	// Problems are files that could not be read or lines udevd would
 	// reject: the set is what could be read.
 	Problems []string
+	// Rejected are the udev rules udevd refuses when it reads them, with
+	// its reason (each is among Problems too).
+	Rejected []Rejection
+	// Notes say which reading was followed where that matters: the
+	// udevd found is not the one whose reading this package implements,
+	// or none was found.
+	Notes []string
+	// Udevd is the version of systemd-udevd found under the root ("" when
+	// none is found); the rules are read as UdevdVersion reads them.
+	Udevd string
 }
 
 // Load reads the udev rules and the active tuned profile under root
@@ -37,6 +50,7 @@ func Load(root string) (*Set, error) {
 	paths, problems := listUdevRules(root)
 	s.Problems = append(s.Problems, problems...)
 	budget := int64(maxRulesTotal)
+	s.Udevd, s.udevArch = findUdevd(root)
 	for _, p := range paths {
 		f, problems, err := readUdevFile(root, p, &budget)
 		if err != nil {
@@ -47,9 +61,15 @@ func Load(root string) (*Set, error) {
 			continue
 		}
 		s.Problems = append(s.Problems, problems...)
-		if f.writes() {
-			s.udev = append(s.udev, f)
+		for _, r := range f.rejected {
+			s.Problems = append(s.Problems, r.String())
 		}
+		s.Rejected = append(s.Rejected, f.rejected...)
+		s.udevWrite = s.udevWrite || f.writes()
+		s.udev = append(s.udev, f.summary())
+	}
+	if sem := s.udevSemantics(); sem != "" && s.udevWrite {
+		s.Notes = append(s.Notes, sem)
 	}
 	tuned, problems, err := loadTuned(root)
 	if err != nil {
@@ -63,15 +83,30 @@ func Load(root string) (*Set, error) {
 // writes reports whether any rule of f writes a queue attribute.
 func (f *udevFile) writes() bool {
 	for _, r := range f.rules {
-		if len(r.writes) > 0 {
+		if r.writes() {
 			return true
 		}
 	}
 	return false
 }
 
+// summary is f as the Set keeps it: its rules when they write a queue
+// attribute, set or import properties, or add links or tags (which later
+// files' rules may test or put in a value), else nothing but its name.
+func (f *udevFile) summary() *udevFile {
+	for _, r := range f.rules {
+		for _, t := range r.tokens {
+			if t.typ == tkAssignEnv || t.typ == tkAssignDevlink || t.typ == tkAssignTag ||
+				(t.typ >= tkImportFile && t.typ <= tkImportParent) || (t.typ == tkAssignAttr && t.queue != "") {
+				return f
+			}
+		}
+	}
+	return &udevFile{path: f.path}
+}
+
 // Empty reports whether nothing found writes a queue attribute.
-func (s *Set) Empty() bool { return s == nil || len(s.udev) == 0 && s.tuned.empty() }
+func (s *Set) Empty() bool { return s == nil || (!s.udevWrite && s.tuned.empty()) }
 
 // Write is one assignment of a queue attribute that could apply to a disk.
 type Write struct {
@@ -98,6 +133,15 @@ type Write struct {
 	// Unknown are the conditions that could not be decided for the disk:
 	// the assignment applies if they hold.
 	Unknown []string `json:",omitempty"`
+	// Possible is true when the write is not certain: it is made only if
+	// conditions not known here hold (Unknown), or only on some of the
+	// ways through the rules (Reason says so).
+	Possible bool   `json:",omitempty"`
+	Reason   string `json:",omitempty"`
+	// UnknownValue are the parts of Value that could not be known here
+	// (a udev substitution such as $env{ID_SCHED}, left in Value as
+	// written): the value written is not known.
+	UnknownValue []string `json:",omitempty"`
 }
 
 // Where is the file and line, "FILE:LINE".
@@ -107,6 +151,9 @@ func (w Write) Where() string { return w.File + ":" + strconv.Itoa(w.Line) }
 // value than want.
 func (w Write) Overrides(want string) bool {
 	want = strings.TrimSpace(want)
+	if len(w.UnknownValue) > 0 {
+		return true
+	}
 	switch w.Compare {
 	case '*':
 		return strings.TrimSpace(w.Value) != "1"
@@ -131,7 +178,11 @@ func (w Write) Describe() string {
 	var b strings.Builder
 	switch w.Kind {
 	case TunedProfile:
-		fmt.Fprintf(&b, "tuned profile %q (%s) sets %s ", w.Profile, w.Where(), w.Attribute)
+		verb := "sets"
+		if w.Possible {
+			verb = "may set"
+		}
+		fmt.Fprintf(&b, "tuned profile %q (%s) %s %s ", w.Profile, w.Where(), verb, w.Attribute)
 		switch w.Compare {
 		case '>':
 			fmt.Fprintf(&b, "to %s when it is lower", w.Value)
@@ -143,10 +194,19 @@ func (w Write) Describe() string {
 			fmt.Fprintf(&b, "to %q", w.Value)
 		}
 	default:
-		fmt.Fprintf(&b, "udev rule %s sets %s to %q on %s events", w.Where(), w.Attribute, w.Value, strings.Join(w.Actions, " and "))
+		verb := "sets"
+		if w.Possible {
+			verb = "may write"
+		}
+		fmt.Fprintf(&b, "udev rule %s %s %s to %q on %s events", w.Where(), verb, w.Attribute, w.Value, strings.Join(w.Actions, " and "))
+		if len(w.UnknownValue) > 0 {
+			fmt.Fprintf(&b, " (an unknown value: %s not known here)", strings.Join(w.UnknownValue, ", "))
+		}
 	}
 	if len(w.Unknown) > 0 {
 		fmt.Fprintf(&b, " if %s (not known here)", strings.Join(w.Unknown, ", "))
+	} else if w.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", w.Reason)
 	}
 	return b.String()
 }
@@ -159,6 +219,10 @@ type Known struct {
 	// exist. An error means the value cannot be told here. nil: only the
 	// snapshot is known.
 	Attr func(rel string) (value string, present bool, err error)
+	// Exists tells whether a file or directory exists below the disk's
+	// sysfs directory, as udevd's TEST does (rel as a rule writes it:
+	// "mq"). An error means it cannot be told here; nil: not known.
+	Exists func(rel string) (bool, error)
 	// Written are the attributes the policy sets on the disk, as the
 	// policy names them (scheduler, read_ahead_kb, iosched/fifo_batch):
 	// a rule that tests one sees iosched's value or the one before,
@@ -172,59 +236,29 @@ func (s *Set) For(d *sysfs.Device) []Write { return s.ForKnown(d, Known{}) }
 
 // ForKnown returns the writes that could apply to disk d: the udev rules
 // whose conditions do not rule d out on an add or change event (following
-// GOTO and LABEL as udevd does), then the active tuned profile's disk
-// units that would take d. A condition the snapshot does not decide is
-// decided from k when it can be; only what stays undecided is a Write's
-// Unknown.
+// GOTO and LABEL as udevd does, both ways where a GOTO's conditions are
+// not known), then the active tuned profile's disk units that would take
+// d. A condition the snapshot does not decide is decided from k when it
+// can be; only what stays undecided is a Write's Unknown, and makes it
+// Possible.
 func (s *Set) ForKnown(d *sysfs.Device, k Known) []Write {
 	if s == nil {
 		return nil
 	}
-	var out []Write
-	for _, f := range s.udev {
-		out = append(out, f.writesFor(d, k)...)
-	}
+	out := s.udevWrites(d, k)
 	out = append(out, s.tuned.writesFor(d, k)...)
 	return out
 }
 
-// writesFor runs f's rules for d as udevd would on an add and on a change
-// event. A GOTO is taken only when its rule surely applies: when that is
-// not known, the rules it would skip are kept, since they may run.
-func (f *udevFile) writesFor(d *sysfs.Device, k Known) []Write {
-	type key struct{ rule, write int }
-	found := map[key]*Write{}
-	var order []key
-	for _, action := range []string{"add", "change"} {
-		ev := udevEvent{action: action, dev: d, known: k}
-		for i := 0; i < len(f.rules); i++ {
-			r := f.rules[i]
-			v, open := r.eval(ev)
-			if v == fails {
-				continue
-			}
-			for j, w := range r.writes {
-				k := key{i, j}
-				if found[k] == nil {
-					found[k] = &Write{Kind: UdevRule, File: f.path, Line: w.line, RuleLine: r.line, Attribute: w.attr, Value: w.value}
-					order = append(order, k)
-				}
-				fw := found[k]
-				fw.Actions = append(fw.Actions, action)
-				for _, u := range open {
-					if !slices.Contains(fw.Unknown, u) {
-						fw.Unknown = append(fw.Unknown, u)
-					}
-				}
-			}
-			if v == holds && r.gotoIdx > i {
-				i = r.gotoIdx - 1 // the label's rule runs next
-			}
-		}
+// udevSemantics names the reading of udev rules followed, when the
+// udevd found under the root is not the one whose reading this package
+// implements: "" when it is.
+func (s *Set) udevSemantics() string {
+	switch {
+	case s.Udevd == "":
+		return fmt.Sprintf("no systemd-udevd found to tell its version: udev rules read as systemd-udevd %d reads them", UdevdVersion)
+	case udevdMajor(s.Udevd) != UdevdVersion:
+		return fmt.Sprintf("systemd-udevd here is %s: udev rules read as systemd-udevd %d reads them", s.Udevd, UdevdVersion)
 	}
-	out := make([]Write, 0, len(order))
-	for _, k := range order {
-		out = append(out, *found[k])
-	}
-	return out
+	return ""
 }

@@ -38,6 +38,7 @@ import (
 //	contrib/bench                  40000-41999 (BASE=44000: 44000-45999)
 //	contrib/kubernetes (pod test)  42000-42009
 //	contrib/udev (rule test)       42010-42019
+//	conflicts (udevadm oracle)     42100-42149
 
 // Require fails or skips t unless this is root on a machine with
 // /dev/loop-control. With IOSCHED_INTEGRATION=required (as .ci/run sets) a
