@@ -21,6 +21,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/iosched/iosched/internal/diskemu"
 )
@@ -139,14 +140,18 @@ func profile(name, spec string) (diskemu.Profile, error) {
 
 func listProfiles(w io.Writer, slow float64) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "profile\tIOPS at depth 1\t4\t16\t64\twhat it stands for")
+	fmt.Fprintln(tw, "profile\tsteady IOPS at depth 1\t4\t16\t64\tbursts last (depth 16)\twhat it stands for")
 	for _, p := range diskemu.Profiles {
 		p := p.Slowed(slow)
 		fmt.Fprintf(tw, "%s", p.Name)
 		for _, d := range []int{1, 4, 16, 64} {
 			fmt.Fprintf(tw, "\t%.0f", p.Model(d, 4096, 0, 0))
 		}
-		fmt.Fprintf(tw, "\t%s\n", p.About)
+		credits := "-"
+		if last := p.CreditsLast(16, 0); last > 0 {
+			credits = last.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "\t%s\t%s\n", credits, p.About)
 	}
 	return tw.Flush()
 }

@@ -2,6 +2,8 @@ package diskemu
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -249,5 +251,18 @@ func TestParseStats(t *testing.T) {
 	}
 	if _, err := parseStats("reads=x"); err == nil {
 		t.Error("parseStats accepted a bad line")
+	}
+}
+
+// TestModuleRoot: the fixture finds iosched's go.mod from a package's
+// directory, where the tool it builds lives.
+func TestModuleRoot(t *testing.T) {
+	t.Parallel()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "contrib", "diskemu", "main.go")); err != nil {
+		t.Errorf("module root %s: %v", root, err)
 	}
 }

@@ -2,6 +2,7 @@ package diskemu
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -29,14 +30,27 @@ type measured struct {
 	// a count, which slowing keeps, so a slowed burst disk would spend them
 	// k times later; this many run out in the middle of a point.
 	credits float64
+	// more are points beyond the four random 4 KiB ones.
+	more []point
+}
+
+// point is one fio run: rw and bs as fio takes them, and the IOPS the
+// profile should give (the model's figure for random reads when nil).
+type point struct {
+	rw    string
+	bs    int
+	depth int
+	model func(p Profile, path time.Duration) float64
 }
 
 var measuredProfiles = []measured{
 	{name: "local-nvme", slow: 200},
-	{name: "network-ssd", slow: 15},
+	{name: "network-ssd", slow: 15, more: []point{{rw: "randread", bs: 128 << 10, depth: 16}}},
 	{name: "burst", slow: 10, credits: 324},
 	{name: "hdd-network", slow: 2},
-	{name: "spinning", slow: 3},
+	{name: "spinning", slow: 3, more: []point{{rw: "read", bs: 4096, depth: 1,
+		// One read after another: no seek, the service time alone.
+		model: func(p Profile, path time.Duration) float64 { return 1 / (p.Service.Mean + path).Seconds() }}}},
 }
 
 const pointTime = 3 * time.Second
@@ -77,50 +91,57 @@ func TestIntegrationProfilesMatchModel(t *testing.T) {
 			e := Start(t, testLoops+i, p, 8<<30)
 			cpu0 := cpuTime(t, e.cmd.Process.Pid)
 			prev := e.Refill(t)
-			for _, depth := range []int{1, 4, 16, 64} {
-				got, lat := runFio(t, fio, e.Name, depth, pointTime)
+			points := []point{{"randread", 4096, 1, nil}, {"randread", 4096, 4, nil}, {"randread", 4096, 16, nil}, {"randread", 4096, 64, nil}}
+			for _, pt := range append(points, m.more...) {
+				got, lat := runFio(t, fio, e.Name, pt, pointTime)
 				st := e.Refill(t)
 				reads, in := st.Reads-prev.Reads, st.Inside-prev.Inside
 				prev = st
+				what := fmt.Sprintf("%s %s %dk depth %d", p.Name, pt.rw, pt.bs>>10, pt.depth)
 				if reads == 0 {
-					t.Fatalf("%s at depth %d: the device served no read", p.Name, depth)
+					t.Fatalf("%s: the device served no read", what)
 				}
 				inside := in / time.Duration(reads)
 				var path time.Duration
-				if depth <= p.Parallel {
+				if pt.depth <= p.Parallel {
 					path = max(lat-inside, 0)
 				}
-				want := p.Model(depth, 4096, pointTime, path)
-				t.Logf("%s depth %2d: %7.1f IOPS, model %7.1f (%+5.1f%%, without the path %7.1f); latency %v, %v of it in the device; %d in service at most",
-					p.Name, depth, got, want, 100*(got-want)/want, p.Model(depth, 4096, pointTime, 0),
+				model := pt.model
+				if model == nil {
+					model = func(p Profile, path time.Duration) float64 { return p.Model(pt.depth, pt.bs, pointTime, path) }
+				}
+				want := model(p, path)
+				t.Logf("%s: %7.1f IOPS, model %7.1f (%+5.1f%%, without the path %7.1f); latency %v, %v of it in the device; %d in service at most",
+					what, got, want, 100*(got-want)/want, model(p, 0),
 					lat.Round(time.Microsecond), inside.Round(time.Microsecond), st.PeakInService)
 				if math.Abs(got-want) > 0.10*want {
-					t.Errorf("%s at depth %d: %.1f IOPS, the model says %.1f: off by more than 10%%", p.Name, depth, got, want)
+					t.Errorf("%s: %.1f IOPS, the model says %.1f: off by more than 10%%", what, got, want)
 				}
 				unlimited := p
 				unlimited.IOPS, unlimited.Bytes = nil, nil
-				if unlimited.Model(depth, 4096, pointTime, path) == want && st.PeakInService < int64(min(depth, p.Parallel)) {
-					t.Errorf("%s at depth %d: at most %d reads in service at once, want %d: the reads reach the device serialised",
-						p.Name, depth, st.PeakInService, min(depth, p.Parallel))
+				if unlimited.Model(pt.depth, pt.bs, pointTime, path) == want && st.PeakInService < int64(min(pt.depth, p.Parallel)) {
+					t.Errorf("%s: at most %d reads in service at once, want %d: the reads reach the device serialised",
+						what, st.PeakInService, min(pt.depth, p.Parallel))
 				}
 			}
 			// The server's CPU over the profile's points: a server that
 			// is CPU-bound measures the machine, not the profile.
-			t.Logf("%s: the emulator used %v of CPU over %v of reads", p.Name, cpuTime(t, e.cmd.Process.Pid)-cpu0, 4*pointTime)
+			t.Logf("%s: the emulator used %v of CPU over %v of reads", p.Name, cpuTime(t, e.cmd.Process.Pid)-cpu0, time.Duration(4+len(m.more))*pointTime)
 		})
 	}
 }
 
-// runFio runs fio on /dev/name for d and returns its IOPS and mean latency.
-func runFio(t *testing.T, fio, name string, depth int, d time.Duration) (float64, time.Duration) {
+// runFio runs fio's point pt on /dev/name for d and returns its IOPS and
+// mean latency.
+func runFio(t *testing.T, fio, name string, pt point, d time.Duration) (float64, time.Duration) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "fio.json")
-	cmd := exec.Command(fio, "--name=emu", "--filename=/dev/"+name, "--readonly", "--rw=randread",
-		"--bs=4k", "--direct=1", "--ioengine=libaio", "--iodepth="+strconv.Itoa(depth),
+	cmd := exec.Command(fio, "--name=emu", "--filename=/dev/"+name, "--readonly", "--rw="+pt.rw,
+		"--bs="+strconv.Itoa(pt.bs), "--direct=1", "--ioengine=libaio", "--iodepth="+strconv.Itoa(pt.depth),
 		"--time_based", "--runtime="+strconv.FormatInt(d.Milliseconds(), 10)+"ms", "--invalidate=0",
 		"--output-format=json", "--output="+out)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("fio on %s at depth %d: %v\n%s", name, depth, err, b)
+		t.Fatalf("fio on %s, %+v: %v\n%s", name, pt, err, b)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
