@@ -199,7 +199,8 @@ func (b *bucket) take(now time.Time, n float64) time.Time {
 
 // sleeper sleeps until a deadline more precisely than time.Sleep: the Go
 // runtime's timers wake through epoll_pwait, whose timeout is in whole
-// milliseconds, so a 100 us sleep takes about a millisecond when the
+// milliseconds (netpoll in runtime/netpoll_epoll.go rounds a shorter
+// delay up to 1 ms), so a 100 us sleep takes about a millisecond when the
 // process is otherwise idle. A nanosleep on a thread of its own with a
 // timer slack of 1 ns wakes within the scheduler's latency, and that
 // lateness, averaged, is taken off the next sleeps so that a read's time

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,7 @@ type Emulated struct {
 	Name    string // "loop7500"
 	Profile Profile
 	cmd     *exec.Cmd
-	stdin   interface{ Close() error }
+	stdin   io.Closer
 	lines   chan string
 	exited  chan struct{}
 }
