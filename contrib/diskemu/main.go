@@ -66,6 +66,7 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
+	defer disk.Close() // after the unmount: no read comes any more
 	mnt := *dir
 	if mnt == "" {
 		if mnt, err = os.MkdirTemp("", "diskemu-"); err != nil {

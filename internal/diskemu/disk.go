@@ -1,6 +1,7 @@
 package diskemu
 
 import (
+	"container/heap"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -124,6 +125,9 @@ func (d *Disk) Refill() {
 	d.peak.Store(d.inService.Load())
 }
 
+// Close releases the disk's timer. No read may be under way or come after.
+func (d *Disk) Close() { d.clock.close() }
+
 // Stats is what a disk has served.
 type Stats struct {
 	Reads int64 // reads served
@@ -201,12 +205,22 @@ func (b *bucket) take(now time.Time, n float64) time.Time {
 // runtime's timers wake through epoll_pwait, whose timeout is in whole
 // milliseconds (netpoll in runtime/netpoll_epoll.go rounds a shorter
 // delay up to 1 ms), so a 100 us sleep takes about a millisecond when the
-// process is otherwise idle. A nanosleep on a thread of its own with a
-// timer slack of 1 ns wakes within the scheduler's latency, and that
-// lateness, averaged, is taken off the next sleeps so that a read's time
-// in the device averages the time drawn for it.
+// process is otherwise idle. A timerfd armed for the earliest deadline
+// fires to the microsecond, and one thread blocked reading it wakes every
+// read that is due: sleeping reads hold no thread. (Read through the
+// runtime's poller instead, the timer's wake-up waits whenever both Ps
+// are busy, until one idles or sysmon polls.) The lateness that remains (the scheduler's), averaged, is
+// taken off the next sleeps so that a read's time in the device averages
+// the time drawn for it.
 type sleeper struct {
 	late atomic.Int64 // ns, moving average of how late a sleep woke
+
+	once sync.Once
+	err  error // no timerfd: each sleep takes a nanosleep on a thread
+	fd   int
+	mu   sync.Mutex // guards what follows
+	due  waiters
+	shut bool
 }
 
 // lateCap bounds the correction: a machine whose wake-ups are later than
@@ -220,18 +234,113 @@ func (s *sleeper) until(deadline time.Time) {
 	if wait <= 0 {
 		return
 	}
-	runtime.LockOSThread()
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	ts := unix.NsecToTimespec(int64(wait))
-	for {
-		var rem unix.Timespec
-		if err := unix.Nanosleep(&ts, &rem); err != unix.EINTR {
-			break
+	if s.start() == nil {
+		ch := make(chan struct{})
+		s.mu.Lock()
+		heap.Push(&s.due, waiter{at: aim, ch: ch})
+		if s.due[0].ch == ch {
+			s.arm()
 		}
-		ts = rem
+		s.mu.Unlock()
+		<-ch
+	} else {
+		nanosleep(wait)
 	}
-	runtime.UnlockOSThread()
 	late := min(max(time.Since(aim), 0), lateCap)
 	old := s.late.Load()
 	s.late.Store(old + (int64(late)-old)/32)
+}
+
+// start creates the timer and its reader, once.
+func (s *sleeper) start() error {
+	s.once.Do(func() {
+		s.fd, s.err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC)
+		if s.err == nil {
+			go s.run()
+		}
+	})
+	return s.err
+}
+
+// run wakes the sleeps that are due each time the timer fires, until
+// close.
+func (s *sleeper) run() {
+	runtime.LockOSThread() // the thread is the timer's: never handed back
+	var buf [8]byte        // the count of expirations
+	for {
+		if _, err := unix.Read(s.fd, buf[:]); err != nil && err != unix.EINTR {
+			return
+		}
+		now := time.Now()
+		s.mu.Lock()
+		if s.shut {
+			unix.Close(s.fd)
+			s.mu.Unlock()
+			return
+		}
+		for len(s.due) > 0 && !s.due[0].at.After(now) {
+			close(heap.Pop(&s.due).(waiter).ch)
+		}
+		s.arm()
+		s.mu.Unlock()
+	}
+}
+
+// arm sets the timer for the earliest sleep, or disarms it. s.mu held.
+func (s *sleeper) arm() {
+	var spec unix.ItimerSpec
+	if len(s.due) > 0 {
+		// A zero time disarms the timer: a sleep due now waits 1 ns.
+		spec.Value = unix.NsecToTimespec(int64(max(time.Until(s.due[0].at), 1)))
+	}
+	_ = unix.TimerfdSettime(s.fd, 0, &spec, nil)
+}
+
+// close stops the timer's thread (a close of the fd would not wake its
+// read: the timer fires now instead). No sleep may be under way.
+func (s *sleeper) close() {
+	if s.start() != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shut = true
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(1)}
+	_ = unix.TimerfdSettime(s.fd, 0, &spec, nil)
+}
+
+// nanosleep sleeps for d on a thread of its own with a timer slack of
+// 1 ns, for a process that cannot have a timerfd.
+func nanosleep(d time.Duration) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	ts := unix.NsecToTimespec(int64(d))
+	for {
+		var rem unix.Timespec
+		if err := unix.Nanosleep(&ts, &rem); err != unix.EINTR {
+			return
+		}
+		ts = rem
+	}
+}
+
+// waiter is a sleep: its goroutine waits for ch to close at at.
+type waiter struct {
+	at time.Time
+	ch chan struct{}
+}
+
+// waiters is a heap of sleeps, the earliest first.
+type waiters []waiter
+
+func (w waiters) Len() int           { return len(w) }
+func (w waiters) Less(i, j int) bool { return w[i].at.Before(w[j].at) }
+func (w waiters) Swap(i, j int)      { w[i], w[j] = w[j], w[i] }
+func (w *waiters) Push(x any)        { *w = append(*w, x.(waiter)) }
+func (w *waiters) Pop() any {
+	old := *w
+	x := old[len(old)-1]
+	*w = old[:len(old)-1]
+	return x
 }
