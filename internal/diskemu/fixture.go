@@ -44,6 +44,9 @@ func Start(t testing.TB, n int, p Profile, size int64) *Emulated {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		looptest.Missing(t, "an emulated disk is served through FUSE: "+err.Error())
 	}
+	if _, err := exec.LookPath("go"); err != nil {
+		looptest.Missing(t, "an emulated disk's server is built with the go command: "+err.Error())
+	}
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,17 @@
 // direct I/O the loop driver reads one request at a time and every profile
 // would serve one read at a time).
 //
+// The loop driver passes on every request it holds a tag for (its queue
+// depth, 128 unless the loop module says otherwise), so reads queue in the
+// emulated device, in arrival order, rather than in the kernel's
+// scheduler: a scheduler's order reaches the device only as the order in
+// which it dispatches, and the device does not reorder (no NCQ).
+//
 // Profile.Model gives the IOPS a profile should deliver to a closed-loop
 // reader at a given depth; the package's integration test holds the
-// emulator to it with fio.
+// emulator to it with fio. Start runs an emulated disk for a test, in a
+// child process built without the race detector; contrib/diskemu is the
+// same disk as a command.
 package diskemu
 
 import (
