@@ -60,6 +60,7 @@ var layers = []string{
 // production package may import one.
 var support = []string{
 	"internal/archtest",
+	"internal/diskemu",
 	"internal/eventually",
 	"internal/looptest",
 	"internal/promtest",

@@ -30,6 +30,7 @@ import (
 //	probe 7300-7349, cli (probe)   7350-7389
 //	probe manual runs, benchmarks  7390-7399
 //	observe 7400-7449, cli (advise) 7450-7489
+//	diskemu (emulated disks)       7500-7519
 //	README walkthrough (loopctl)   7000-7099
 //	daemon tests                   20000-23999
 //	daemon against a real udevd    5900-5999
