@@ -97,6 +97,11 @@ type Job struct {
 	Size int64
 	// Seed makes random offsets repeatable.
 	Seed uint64
+	// Grace is how long after Deadline the reads in flight may take to
+	// come back before the disk counts as not answering (ErrStuck); 0
+	// means hangGrace. A probe scales it with the disk's read time and
+	// the depth: a slow disk still draining is not a dead one.
+	Grace time.Duration
 	// Check, when set, is given each completed read's data (tests compare
 	// engines with it). It may be called from several goroutines.
 	Check func(off int64, data []byte)
@@ -163,6 +168,13 @@ func procsFor(o Options) int {
 	return 0
 }
 
+func (j *Job) grace() time.Duration {
+	if j.Grace > 0 {
+		return j.Grace
+	}
+	return hangGrace
+}
+
 func (j *Job) offsets(w int) func() (int64, bool) {
 	if j.Offsets != nil {
 		return j.Offsets(w)
@@ -225,9 +237,10 @@ func latency(d time.Duration) uint32 {
 }
 
 // hangGrace is how long after a measurement's end its reads may take to
-// complete. A disk that does not answer (a dead nbd or iSCSI server) must
-// not hold the probe past its budget: the probe then ends with ErrStuck
-// within a second of the budget, its restore left to finish when the disk
+// complete at least (Job.Grace, which a probe scales with the disk's read
+// time and the depth, is never shorter). A disk that does not answer (a
+// dead nbd or iSCSI server) must not hold the probe for long: the probe
+// then ends with ErrStuck, its restore left to finish when the disk
 // answers (see restoreSlack in run.go).
 const hangGrace = 500 * time.Millisecond
 

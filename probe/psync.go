@@ -109,12 +109,12 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 	go func() { wg.Wait(); close(waited) }()
 	select {
 	case <-waited:
-	case <-time.After(time.Until(j.Deadline.Add(hangGrace))):
+	case <-time.After(time.Until(j.Deadline.Add(j.grace()))):
 		// A reader is stuck in pread. It writes into its buffer and
 		// results when (if) the read returns: leave both to it.
 		halt()
 		rb.keep()
-		return nil, fmt.Errorf("reads did not complete within %s of the measurement's end: %w", hangGrace, ErrStuck)
+		return nil, fmt.Errorf("reads did not complete within %s of the measurement's end: %w", j.grace(), ErrStuck)
 	}
 	s := &Sample{Elapsed: time.Since(start), CPU: cpuTime() - cpu0, WorkerRuns: -1}
 	var errs []error

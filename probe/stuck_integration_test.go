@@ -67,12 +67,10 @@ func TestIntegrationStuckDisk(t *testing.T) {
 
 // TestIntegrationStuckBeforeTheProbe: with --force, a disk whose queue
 // holds another's read that does not complete (the disk stopped answering
-// before the probe began) holds the probe's first switch. The probe gives
-// up on it within a second of its budget, with its restore queued behind
-// that switch (never beside it: two switches of one queue at once can
-// crash the kernel). When the disk answers, the switch and then the
-// restore are done, and kyber is back. (Before, the probe waited in its
-// first switch for as long as the disk did not answer.)
+// before the probe began) is found not answering while the probe sizes it,
+// before anything is switched: the probe ends with ErrStuck within its
+// bound, writes nothing and keeps no record or lock. (Before, the probe's
+// first switch waited on the other's read.)
 func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
 	looptest.Require(t)
 	live := liveFS(t)
@@ -82,21 +80,58 @@ func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
 	locks := testLocks(t)
 
 	g.Set(true)
-	fd, err := unix.Open("/dev/"+l.Name, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := make(chan error, 1)
-	go func() { _, err := unix.Pread(fd, mem, 0); read <- err }() // another's read, held at the gate
-	waitUntil(t, "the other read at the gate", func() bool { return g.Waiting() > 0 })
-
+	read := holdARead(t, g, l.Name)
 	inFlight := inflight.New(nil)
 	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Locks: locks, Name: l.Name, InFlight: inFlight}, nil)
+	if !errors.Is(err, ErrStuck) || errors.Is(err, ErrRestorePending) {
+		t.Fatalf("err = %v, want the disk found not answering, nothing to restore", err)
+	}
+	if w := inFlight.Of(l.Name); len(w) != 0 {
+		t.Errorf("writes in flight: %+v, want none", w)
+	}
+	if locks.Held(l.Name) {
+		t.Error("the disk's lock is held after a probe that switched nothing")
+	}
+	if _, err := os.Stat(originalsPath(state, l.Name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("originals record after a probe that switched nothing: %v", err)
+	}
+	if !rep.Restored {
+		t.Error("report: not restored, yet nothing was switched")
+	}
+	g.Set(false)
+	checkBack(t, live, l.Name, orig)
+	if err := <-read; err != nil {
+		t.Errorf("the other read: %v", err)
+	}
+}
+
+// TestIntegrationStuckAfterSizing: with --force, the disk stops answering
+// once the probe has sized it, before its first switch, with another's
+// read in its queue: that read holds the switch. The probe gives up on it
+// within a second of its bound, with its restore queued behind that switch
+// (never beside it: two switches of one queue at once can crash the
+// kernel). When the disk answers, the switch and then the restore are
+// done, and the original is back. (Before, the probe waited in its first
+// switch for as long as the disk did not answer.)
+func TestIntegrationStuckAfterSizing(t *testing.T) {
+	looptest.Require(t)
+	live := liveFS(t)
+	l, g := looptest.AddGated(t, 7307, 64<<20)
+	orig := startFrom(t, live, l.Name)
+	state := t.TempDir()
+	locks := testLocks(t)
+
+	var read <-chan error
+	inFlight := inflight.New(nil)
+	rep, err := probeStuck(t, g, Disk{FS: live, StateDir: state, Locks: locks, Name: l.Name, InFlight: inFlight}, func(s string) {
+		if strings.HasPrefix(s, "probing ") { // sized; the first switch is next
+			g.Set(true)
+			read = holdARead(t, g, l.Name)
+		}
+	})
+	if read == nil {
+		t.Fatal("the probe never announced its bound")
+	}
 	if !errors.Is(err, ErrStuck) || !errors.Is(err, ErrRestorePending) {
 		t.Fatalf("err = %v, want the switch given up on and the restore pending", err)
 	}
@@ -110,6 +145,31 @@ func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
 	if err := <-read; err != nil {
 		t.Errorf("the other read: %v", err)
 	}
+}
+
+// holdARead starts another's read of the disk, which the closed gate
+// holds, and returns once it waits there; its error comes on the channel
+// when the gate opens.
+func holdARead(t *testing.T, g *looptest.Gate, name string) <-chan error {
+	t.Helper()
+	fd, err := unix.Open("/dev/"+name, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	waiting := g.Waiting()
+	read := make(chan error, 1)
+	go func() {
+		_, err := unix.Pread(fd, mem, 0)
+		unix.Close(fd)
+		read <- err
+	}()
+	waitUntil(t, "the other read at the gate", func() bool { return g.Waiting() > waiting })
+	return read
 }
 
 // probeStuck probes a gated disk that does not answer (or stops to, as

@@ -99,10 +99,10 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		if err == nil {
 			// Past the limit, waits of a millisecond: what completed
 			// is still reaped, and nothing waits for ever.
-			err = r.enter(1, max(time.Until(j.Deadline.Add(hangGrace)), time.Millisecond))
+			err = r.enter(1, max(time.Until(j.Deadline.Add(j.grace())), time.Millisecond))
 		}
 		now = time.Now()
-		if errors.Is(err, errWaitTimedOut) && now.Before(j.Deadline.Add(hangGrace)) {
+		if errors.Is(err, errWaitTimedOut) && now.Before(j.Deadline.Add(j.grace())) {
 			err = nil // woken early: wait again
 		}
 		if err != nil {
@@ -110,7 +110,7 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 			// mapped (the ring's teardown cancels or waits for them).
 			rb.keep()
 			if errors.Is(err, errWaitTimedOut) {
-				err = fmt.Errorf("%d reads did not complete within %s of the measurement's end: %w", inflight, hangGrace, ErrStuck)
+				err = fmt.Errorf("%d reads did not complete within %s of the measurement's end: %w", inflight, j.grace(), ErrStuck)
 			}
 			return nil, err
 		}
