@@ -94,7 +94,9 @@ func runBin(t *testing.T, prefix []string, bin string, args ...string) binResult
 	return r
 }
 
-var announcedRE = regexp.MustCompile(`at most ([0-9.]+)s\n`)
+// announcedRE finds the bound in the line that announces it, once the
+// disk is sized.
+var announcedRE = regexp.MustCompile(`(?m)^probing .*: at most ([0-9.]+)s$`)
 
 // TestIntegrationProbeSlowDisk probes, with the real binary, loop devices
 // over FUSE files whose every read takes 1 ms, 5 ms or 20 ms, served one

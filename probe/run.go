@@ -166,7 +166,8 @@ const minBlocks = 256
 // and restores the originals (or, with Options.Apply, leaves the winner).
 // The originals are restored on every way out: an error, ctx ending, the
 // budget running out. progress, when not nil, is told each step; the first
-// line gives the time budget, before anything is measured.
+// line says the disk is being sized, and the line that starts "probing"
+// gives the time budget, before the first switch.
 func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Report, err error) {
 	say := func(format string, a ...any) {
 		if progress != nil {
