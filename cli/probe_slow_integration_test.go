@@ -156,6 +156,7 @@ func TestIntegrationProbeSlowDisk(t *testing.T) {
 			if rep.BudgetS <= 0 || announced < rep.BudgetS-0.051 || announced > rep.BudgetS+0.051 {
 				t.Errorf("announced %.1fs, report's budget %.3fs", announced, rep.BudgetS)
 			}
+			t.Logf("took %.2fs of a %.2fs budget; depths %v, deep %d", rep.ElapsedS, rep.BudgetS, rep.Depths, rep.Depth)
 			if rep.ElapsedS <= 0 || rep.ElapsedS > rep.BudgetS {
 				t.Errorf("took %.2fs of a %.2fs budget", rep.ElapsedS, rep.BudgetS)
 			}

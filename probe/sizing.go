@@ -48,7 +48,7 @@ const (
 	flatGain = 1.10
 	// minRampPoint and rampReads bound each point of the ramp: long
 	// enough for rampReads reads at depth 1, and at least minRampPoint.
-	minRampPoint = 25 * time.Millisecond
+	minRampPoint = 50 * time.Millisecond
 	rampReads    = 20
 	// minReadsPerMeasurement: a measurement shorter than this many
 	// depth-1 read times measures its own start and drain.
