@@ -27,9 +27,10 @@ import (
 const (
 	// latencyReads are the depth-1 reads that give the read time.
 	latencyReads = 8
-	// latencyWait bounds them: a disk whose reads take longer than
-	// that is too slow to probe, and one that completes none within
-	// latencyWait plus hangGrace does not answer.
+	// latencyWait bounds them: a disk that completes fewer within it
+	// (reads over latencyWait/latencyReads each) is too slow to probe,
+	// and one that completes none within latencyWait plus hangGrace
+	// does not answer.
 	latencyWait = time.Second
 	// drainFloor is what a measurement costs beyond its duration and
 	// its reads' drain: the stat reads around it, its readers' start.
@@ -229,7 +230,11 @@ func (s *shape) describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "reads take %s at depth 1 (slowest %s)", us(float64(s.lat)/1e3), us(float64(s.latMax)/1e3))
 	if s.ramped {
-		fmt.Fprintf(&b, "; drain counted per point up to %s", s.drainOf(s.deep).Round(time.Millisecond))
+		var most time.Duration
+		for _, d := range measuredDepths(s.depths, s.deep) {
+			most = max(most, s.drainOf(d))
+		}
+		fmt.Fprintf(&b, "; drain counted per point up to %s", most.Round(time.Millisecond))
 	}
 	return b.String()
 }
