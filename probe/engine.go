@@ -97,11 +97,15 @@ type Job struct {
 	Size int64
 	// Seed makes random offsets repeatable.
 	Seed uint64
-	// Grace is how long after Deadline the reads in flight may take to
-	// come back before the disk counts as not answering (ErrStuck); 0
-	// means hangGrace. A probe scales it with the disk's read time and
-	// the depth: a slow disk still draining is not a dead one.
+	// Grace: past Deadline, the reads in flight are given up on
+	// (ErrStuck: the disk does not answer) when none has completed for
+	// Grace, since Deadline or the last completion after it; 0 means
+	// hangGrace. A probe scales it with the disk's read time and the
+	// depth: a slow disk still draining is not a dead one.
 	Grace time.Duration
+	// GiveUp, when set, is when the reads in flight are given up on
+	// even if they still complete (the probe's budget is spent).
+	GiveUp time.Time
 	// Check, when set, is given each completed read's data (tests compare
 	// engines with it). It may be called from several goroutines.
 	Check func(off int64, data []byte)
@@ -173,6 +177,29 @@ func (j *Job) grace() time.Duration {
 		return j.Grace
 	}
 	return hangGrace
+}
+
+// stuckAt is when the reads in flight are given up on, the last of them
+// having completed at last (zero: none since the deadline).
+func (j *Job) stuckAt(last time.Time) time.Time {
+	from := j.Deadline
+	if last.After(from) {
+		from = last
+	}
+	at := from.Add(j.grace())
+	if !j.GiveUp.IsZero() && j.GiveUp.Before(at) {
+		at = j.GiveUp
+	}
+	return at
+}
+
+// stuckError says what was given up on.
+func (j *Job) stuckError(inFlight int, last time.Time) error {
+	since := "the measurement's end"
+	if last.After(j.Deadline) {
+		since = "the last completion"
+	}
+	return fmt.Errorf("%d reads in flight, none completed within %s of %s: %w", inFlight, j.grace(), since, ErrStuck)
 }
 
 func (j *Job) offsets(w int) func() (int64, bool) {

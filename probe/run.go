@@ -137,10 +137,10 @@ var ErrRestorePending = errors.New("the original settings are not back yet")
 // flight; on a disk that stopped answering that is until it answers again.
 // The restore is waited for until restoreSlack past the budget, or only
 // restoreWaitStuck when the disk was already found not answering
-// (ErrStuck: the engine gave up on its reads, a grace after a
-// measurement's end that scales with the disk's read time and the depth
-// but ends drainOverrun past the budget at the latest, or the probe on a
-// switch, after switchWait); as the measurement stops restoreAllowance
+// (ErrStuck: the engine gave up on its reads, when none came back for a
+// grace that scales with the disk's read time and the depth, or
+// drainOverrun past the budget at the latest, or the probe on a switch,
+// after switchWait); as the measurement stops restoreAllowance
 // before the budget, either way the run ends within a second of its
 // budget. The probe then ends without
 // waiting further, and the write goes on: the disk stays locked until it
@@ -588,21 +588,24 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 	runs := int64(0)
 	job := func(depth int, d time.Duration, seed uint64) (*Sample, float64, error) {
 		deadline := time.Now().Add(d)
-		grace := sh.graceOf(depth)
+		var giveUp time.Time
 		if dl, ok := ctx.Deadline(); ok {
 			if dl.Before(deadline) {
 				deadline = dl
 			}
 			// Reads still draining past the budget are given up on
-			// by then (see drainOverrun), never sooner than
-			// hangGrace after the measurement.
-			grace = max(hangGrace, min(grace, dl.Add(restoreAllowance+drainOverrun).Sub(deadline)))
+			// then (see drainOverrun), never sooner than hangGrace
+			// after the measurement.
+			giveUp = dl.Add(restoreAllowance + drainOverrun)
+			if giveUp.Before(deadline.Add(hangGrace)) {
+				giveUp = deadline.Add(hangGrace)
+			}
 		}
 		before, err := readStat(fs, name)
 		if err != nil {
 			return nil, 0, err
 		}
-		s, err := eng.Run(ctx, &Job{FD: fd, BlockSize: o.BlockSize, Depth: depth, Deadline: deadline, Size: size, Seed: seed, Grace: grace})
+		s, err := eng.Run(ctx, &Job{FD: fd, BlockSize: o.BlockSize, Depth: depth, Deadline: deadline, Size: size, Seed: seed, Grace: sh.graceOf(depth), GiveUp: giveUp})
 		var observed float64
 		if after, serr := readStat(fs, name); serr == nil && s != nil {
 			observed = observedDepth(before.Stat, after.Stat, s.Elapsed)

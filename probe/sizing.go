@@ -94,10 +94,11 @@ func (s *shape) drainOf(depth int) time.Duration {
 	return time.Duration(float64(d)*drainMargin) + drainFloor
 }
 
-// graceOf is how long after a measurement at depth its reads may take to
-// come back before the disk counts as not answering: twice what the budget
-// counts for them, and at least hangGrace. A slow disk still draining is
-// not a dead one.
+// graceOf is how long after a measurement at depth, or after the last of
+// its reads that came back since, none may come back before the disk
+// counts as not answering (Job.Grace): twice what the budget counts for
+// draining them all, and at least hangGrace. A slow disk still draining
+// is not a dead one.
 func (s *shape) graceOf(depth int) time.Duration {
 	return max(hangGrace, 2*s.drainOf(depth))
 }

@@ -237,3 +237,52 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	eventually.True(t, 5*time.Second, what, cond)
 }
+
+// TestIntegrationSlowDrainIsNotStuck: on a disk serving one read at a
+// time, 20 ms each, the 32 reads a measurement leaves in flight take
+// 640 ms to come back, one every 20 ms: with a grace of 200 ms neither
+// engine calls that a disk that does not answer, as reads keep coming
+// back. Once the disk stops answering, the reads in flight are given up
+// on a grace after the last came back. (Before, every read had to be back
+// within the grace of the measurement's end.)
+func TestIntegrationSlowDrainIsNotStuck(t *testing.T) {
+	looptest.Require(t)
+	const perRead, depth, grace = 20 * time.Millisecond, 32, 200 * time.Millisecond
+	l := looptest.AddSlow(t, 7308, 64<<20, perRead)
+	fd, err := unix.Open("/dev/"+l.Name, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	engines := []Engine{psyncEngine{}}
+	if e, err := NewEngine(EngineIOUring); err == nil {
+		engines = append(engines, e)
+	}
+	for _, e := range engines {
+		start := time.Now()
+		s, err := e.Run(context.Background(), &Job{FD: fd, BlockSize: 4096, Depth: depth, Deadline: start.Add(100 * time.Millisecond), Size: 64 << 20, Grace: grace})
+		if err != nil {
+			t.Errorf("%s: %v", e.Name(), err)
+			continue
+		}
+		// Reads were still coming back well past the grace.
+		if drained := time.Since(start) - 100*time.Millisecond; drained <= grace {
+			t.Errorf("%s: %d reads drained in %s, within the grace of %s: the test tests nothing", e.Name(), s.Reads, drained, grace)
+		}
+	}
+
+	gated, gate := looptest.AddGated(t, 7309, 64<<20)
+	gfd, err := unix.Open("/dev/"+gated.Name, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(gfd)
+	for _, e := range engines {
+		gate.Set(true)
+		_, err := e.Run(context.Background(), &Job{FD: gfd, BlockSize: 4096, Depth: 4, Deadline: time.Now().Add(50 * time.Millisecond), Size: 64 << 20, Grace: grace})
+		if !errors.Is(err, ErrStuck) {
+			t.Errorf("%s on a disk that does not answer: err = %v, want ErrStuck", e.Name(), err)
+		}
+		gate.Set(false)
+	}
+}
