@@ -346,7 +346,7 @@ func (s *resultSource) probeHint(name string, offered []string) string {
 	if !s.defaultDir {
 		cmd += " --state-dir " + s.stateDir
 	}
-	return fmt.Sprintf("no probe result for a disk like this one: `%s` measures one (read-only, at most %s)",
+	return fmt.Sprintf("no probe result for a disk like this one: `%s` measures one (read-only, at most %s if the disk answers at once; it sizes a slower one first and says its bound)",
 		cmd, o.Budget().Round(100*time.Millisecond))
 }
 

@@ -46,8 +46,21 @@ disk itself saw: its mean requests in flight over the measurement, from the
 time_in_queue counter of /sys/block/DEV/stat (observed_depth). It is lower
 than the depth asked when the reader, not the disk, is the bottleneck (a
 loop device over /dev/shm), and it is the depth live observation can see.
-The defaults take at most 14 s a disk (400 ms a measurement); the bound is
-printed before starting.
+Before the first switch the probe sizes the disk: 8 reads at depth 1 give
+its read time (a disk that answers none within 1.5 s does not answer; one
+whose reads take over 1/8 s is too slow to probe; a --duration shorter than
+two reads is refused, with one that works). Where draining the deepest
+point's reads would cost more than 50 ms and an eighth of a measurement (a
+disk that serves one read at a time drains d reads in d read times), a short
+pass up the depths finds where IOPS stops growing: depths past the first
+flat one are dropped, the deep-queue depth too (reported as flat_at; the
+result serves later lookups of the depths asked). The bound printed then
+("at most Xs") counts each measurement's drain; the defaults take at most
+15 s on a disk that answers at once. Reads a measurement leaves are waited
+for twice their expected drain (at least 0.5 s) before the disk counts as
+not answering. With --engine psync, a thread per read in flight must fit
+the process's address-space limit (ulimit -v): a probe it cannot hold is
+refused first, saying which depth, engine or limit would do.
 
 --choose iops: a challenger must beat the incumbent's deep-queue IOPS by more
 than --margin in the median and in a majority of rounds; latency: the same on

@@ -68,7 +68,7 @@ func TestIntegrationProbeCallerGoes(t *testing.T) {
 			w.Close()
 			if tc.combined {
 				line, err := bufio.NewReader(r).ReadString('\n')
-				if err != nil || !strings.Contains(line, "at most") {
+				if err != nil || !strings.HasPrefix(line, "sizing "+l.Name) {
 					t.Fatalf("first line %q, %v", line, err)
 				}
 			}

@@ -29,6 +29,7 @@ import (
 //	apply 7200-7209, cli (apply)   7210-7219
 //	probe 7300-7349, cli (probe)   7350-7389
 //	probe manual runs, benchmarks  7390-7399
+//	cli (probe, real binary)       7650-7689
 //	observe 7400-7449, cli (advise) 7450-7489
 //	diskemu (emulated disks)       7500-7519
 //	README walkthrough (loopctl)   7000-7099

@@ -214,8 +214,11 @@ func TestIntegrationProbeCurve(t *testing.T) {
 				t.Errorf("%s: curve %+v, want points at %v", c.Scheduler, c.Curve, want)
 			}
 		}
-		if len(said) == 0 || !strings.Contains(said[0], "capped at the disk's "+strconv.Itoa(n)+" hardware tags") {
-			t.Errorf("first line %q does not say the depths were capped", said)
+		// Said in the line that announces the bound, once the disk
+		// is sized, before the first switch.
+		i := slices.IndexFunc(said, func(s string) bool { return strings.HasPrefix(s, "probing ") })
+		if i < 0 || !strings.Contains(said[i], "capped at the disk's "+strconv.Itoa(n)+" hardware tags") {
+			t.Errorf("%q: the line announcing the bound does not say the depths were capped", said)
 		}
 	})
 }

@@ -97,6 +97,15 @@ type Job struct {
 	Size int64
 	// Seed makes random offsets repeatable.
 	Seed uint64
+	// Grace: past Deadline, the reads in flight are given up on
+	// (ErrStuck: the disk does not answer) when none has completed for
+	// Grace, since Deadline or the last completion after it; 0 means
+	// hangGrace. A probe scales it with the disk's read time and the
+	// depth: a slow disk still draining is not a dead one.
+	Grace time.Duration
+	// GiveUp, when set, is when the reads in flight are given up on
+	// even if they still complete (the probe's budget is spent).
+	GiveUp time.Time
 	// Check, when set, is given each completed read's data (tests compare
 	// engines with it). It may be called from several goroutines.
 	Check func(off int64, data []byte)
@@ -163,6 +172,36 @@ func procsFor(o Options) int {
 	return 0
 }
 
+func (j *Job) grace() time.Duration {
+	if j.Grace > 0 {
+		return j.Grace
+	}
+	return hangGrace
+}
+
+// stuckAt is when the reads in flight are given up on, the last of them
+// having completed at last (zero: none since the deadline).
+func (j *Job) stuckAt(last time.Time) time.Time {
+	from := j.Deadline
+	if last.After(from) {
+		from = last
+	}
+	at := from.Add(j.grace())
+	if !j.GiveUp.IsZero() && j.GiveUp.Before(at) {
+		at = j.GiveUp
+	}
+	return at
+}
+
+// stuckError says what was given up on.
+func (j *Job) stuckError(inFlight int, last time.Time) error {
+	since := "the measurement's end"
+	if last.After(j.Deadline) {
+		since = "the last completion"
+	}
+	return fmt.Errorf("%d reads in flight, none completed within %s of %s: %w", inFlight, j.grace(), since, ErrStuck)
+}
+
 func (j *Job) offsets(w int) func() (int64, bool) {
 	if j.Offsets != nil {
 		return j.Offsets(w)
@@ -225,9 +264,10 @@ func latency(d time.Duration) uint32 {
 }
 
 // hangGrace is how long after a measurement's end its reads may take to
-// complete. A disk that does not answer (a dead nbd or iSCSI server) must
-// not hold the probe past its budget: the probe then ends with ErrStuck
-// within a second of the budget, its restore left to finish when the disk
+// complete at least (Job.Grace, which a probe scales with the disk's read
+// time and the depth, is never shorter). A disk that does not answer (a
+// dead nbd or iSCSI server) must not hold the probe for long: the probe
+// then ends with ErrStuck, its restore left to finish when the disk
 // answers (see restoreSlack in run.go).
 const hangGrace = 500 * time.Millisecond
 

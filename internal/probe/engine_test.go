@@ -106,16 +106,18 @@ func TestOptionsValidateAndBudget(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	// 2 candidates x 3 rounds x (switch + 0.1 s warm-up + 5 x 0.4 s: the
-	// curve's 1, 4, 16 and 64, and the deep queue's 32) plus the busy
-	// sample and the restore: within the 15 s a default probe is allowed.
+	// curve's 1, 4, 16 and 64, and the deep queue's 32; each measurement
+	// and the warm-up with the floor of its drain) plus the busy sample
+	// and the restore: within the 15 s a default probe is allowed on a
+	// disk that answers at once.
 	b := o.Budget()
-	if b != busySample+6*(switchAllowance+100*time.Millisecond+5*400*time.Millisecond)+restoreAllowance || b > 15*time.Second {
+	if b != busySample+6*(switchAllowance+100*time.Millisecond+drainFloor+5*(400*time.Millisecond+drainFloor))+restoreAllowance || b > 15*time.Second {
 		t.Errorf("budget %s", b)
 	}
 	// A deep queue among the curve's depths is measured once: the old
 	// probe's two measurements, at depth 1 and 32, and a curve of those.
 	o.Depths, o.Duration = []int{1, 32}, time.Second
-	if b := o.Budget(); b != busySample+6*(switchAllowance+250*time.Millisecond+2*time.Second)+restoreAllowance {
+	if b := o.Budget(); b != busySample+6*(switchAllowance+250*time.Millisecond+drainFloor+2*(time.Second+drainFloor))+restoreAllowance {
 		t.Errorf("budget with depths 1 and 32: %s", b)
 	}
 	if got := CapDepths([]int{1, 4, 16, 64}, 32); !slices.Equal(got, []int{1, 4, 16, 32}) {

@@ -41,15 +41,15 @@ const (
 // discarded: the scheduler's structures and the caches below are filled.
 func (o *Options) warmup() time.Duration { return min(o.Duration/4, maxWarmup) }
 
-// Budget is the longest a probe with these options can take, from its
-// start to its restore: the figure printed before starting. The probe
-// stops measuring when it runs out. A disk whose queue depth caps the
-// depths takes no longer.
+// Budget is the longest a probe with these options takes on a disk that
+// answers at once, from its start to its restore. A slower disk's bound is
+// longer, as its reads in flight take longer to drain after each
+// measurement: Run announces it once it has sized the disk (see
+// sizeDisk), and stops measuring when it runs out. A disk whose queue
+// depth caps the depths takes no longer.
 func (o Options) Budget() time.Duration {
 	o.fill()
-	n := time.Duration(len(measuredDepths(o.Depths, o.Depth)))
-	per := switchAllowance + o.warmup() + n*o.Duration
-	return busySample + time.Duration(o.Rounds*len(o.Candidates))*per + restoreAllowance
+	return budgetFor(o, fastShape(o), len(o.Candidates), busySample)
 }
 
 // measuredDepths are the depths each candidate is measured at in a

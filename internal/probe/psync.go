@@ -2,9 +2,9 @@ package probe
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,6 +43,10 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		err   error
 	}
 	results := make([]result, j.Depth)
+	// lastDone (Unix ns) is the last read completed past the deadline;
+	// running counts the readers not yet returned.
+	var lastDone, running atomic.Int64
+	running.Store(int64(j.Depth))
 	var wg sync.WaitGroup
 	var stop sync.Once
 	stopped := make(chan struct{})
@@ -61,6 +65,7 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer running.Add(-1)
 			res := &results[w]
 			res.lat = make([]uint32, 0, 1<<13)
 			buf := bufs[w]
@@ -92,6 +97,9 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 					continue
 				}
 				t1 := time.Now()
+				if t1.After(j.Deadline) { // the drain: see Job.Grace
+					lastDone.Store(t1.UnixNano())
+				}
 				if err != nil || n != len(buf) {
 					res.err = &ReadError{Off: off, Err: err, N: n}
 					halt()
@@ -107,14 +115,27 @@ func (psyncEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 	}
 	waited := make(chan struct{})
 	go func() { wg.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-time.After(time.Until(j.Deadline.Add(hangGrace))):
+wait:
+	for {
+		select {
+		case <-waited:
+			break wait
+		case <-time.After(time.Until(j.stuckAt(time.Unix(0, lastDone.Load())))):
+		}
+		last := time.Unix(0, lastDone.Load())
+		select {
+		case <-waited:
+			break wait
+		default:
+		}
+		if time.Now().Before(j.stuckAt(last)) {
+			continue // a read completed meanwhile
+		}
 		// A reader is stuck in pread. It writes into its buffer and
 		// results when (if) the read returns: leave both to it.
 		halt()
 		rb.keep()
-		return nil, fmt.Errorf("reads did not complete within %s of the measurement's end: %w", hangGrace, ErrStuck)
+		return nil, j.stuckError(int(running.Load()), last)
 	}
 	s := &Sample{Elapsed: time.Since(start), CPU: cpuTime() - cpu0, WorkerRuns: -1}
 	var errs []error

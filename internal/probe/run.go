@@ -15,6 +15,7 @@ import (
 	"github.com/iosched/iosched/internal/devnode"
 	"github.com/iosched/iosched/internal/disklock"
 	"github.com/iosched/iosched/internal/paths"
+	"github.com/iosched/iosched/internal/probe/probeopt"
 	"github.com/iosched/iosched/internal/sysfs"
 	"github.com/iosched/iosched/internal/tasks"
 )
@@ -45,7 +46,11 @@ type Report struct {
 	Depth  int    `json:"depth"`
 	// Depths are the curve's depths as measured: Options.Depths capped
 	// at the disk's queue depth (CapDepths).
-	Depths    []int   `json:"depths,omitempty"`
+	Depths []int `json:"depths,omitempty"`
+	// FlatAt is the depth at which the disk's IOPS stopped growing
+	// when the probe sized it, past which the depths asked for were
+	// dropped (Depths and Depth are then no deeper); 0 when none was.
+	FlatAt    int     `json:"flat_at,omitempty"`
 	BlockSize int     `json:"block_size"`
 	DurationS float64 `json:"duration_s"`
 	Rounds    int     `json:"rounds"`
@@ -133,10 +138,12 @@ var ErrRestorePending = errors.New("the original settings are not back yet")
 // flight; on a disk that stopped answering that is until it answers again.
 // The restore is waited for until restoreSlack past the budget, or only
 // restoreWaitStuck when the disk was already found not answering
-// (ErrStuck: the engine gave up on its reads, hangGrace after a
-// measurement's end, or the probe on a switch, after switchWait); as the
-// measurement stops restoreAllowance before the budget, either way the run
-// ends within a second of its budget. The probe then ends without
+// (ErrStuck: the engine gave up on its reads, when none came back for a
+// grace that scales with the disk's read time and the depth, or
+// drainOverrun past the budget at the latest, or the probe on a switch,
+// after switchWait); as the measurement stops restoreAllowance
+// before the budget, either way the run ends within a second of its
+// budget. The probe then ends without
 // waiting further, and the write goes on: the disk stays locked until it
 // ends, so nothing else switches the queue meanwhile, and the originals
 // stay recorded for the next probe or daemon start, should the process end
@@ -144,6 +151,10 @@ var ErrRestorePending = errors.New("the original settings are not back yet")
 const (
 	restoreSlack     = 900 * time.Millisecond
 	restoreWaitStuck = 400 * time.Millisecond
+	// drainOverrun: reads still in flight this long past the budget
+	// are given up on (then restoreWaitStuck more is waited for the
+	// restore: within restoreSlack).
+	drainOverrun = restoreSlack - restoreWaitStuck
 )
 
 // minBlocks is how many distinct blocks a disk must have for random reads
@@ -156,7 +167,8 @@ const minBlocks = 256
 // and restores the originals (or, with Options.Apply, leaves the winner).
 // The originals are restored on every way out: an error, ctx ending, the
 // budget running out. progress, when not nil, is told each step; the first
-// line gives the time budget, before anything is measured.
+// line says the disk is being sized, and the line that starts "probing"
+// gives the time budget, before the first switch.
 func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Report, err error) {
 	say := func(format string, a ...any) {
 		if progress != nil {
@@ -261,17 +273,14 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	rep.NoWait, rep.NoWaitReason = devnode.NoWait(t.DevDir, name, dev.MajorMinor)
 
 	start := time.Now()
-	offered := o
-	offered.Candidates = cands
-	budget := offered.Budget()
-	rep.BudgetS = budget.Seconds()
-	capped := ""
-	if !slices.Equal(asked, o.Depths) {
-		capped = fmt.Sprintf(", capped at the disk's %d hardware tags", rep.Key.QueueDepth)
+	// Until the disk is sized, the bound is sizing's: a disk that does
+	// not answer is found then, before anything is switched.
+	rep.BudgetS = sizingBound.Seconds()
+	if err := checkAddressSpace(eng.Name(), slices.Max(measuredDepths(o.Depths, o.Depth))); err != nil {
+		return nil, refuse(name, "%v", err)
 	}
-	say("probing %s: %s, %d rounds x %d candidates (%s), %s per measurement at depths %s (curve %s%s; decision at 1 and %d), %d-byte reads: at most %s",
-		name, eng.Name(), o.Rounds, len(cands), strings.Join(cands, ", "), o.Duration, joinInts(measuredDepths(o.Depths, o.Depth)),
-		joinInts(o.Depths), capped, o.Depth, o.BlockSize, budget.Round(100*time.Millisecond))
+	say("sizing %s: %d reads at depth 1 give its read time, from which the probe's bound follows (the disk answers within %s or counts as not answering)",
+		name, latencyReads, sizingBound.Round(100*time.Millisecond))
 	// Watched under --force too: a busy disk is then probed, but its
 	// result marked.
 	busy := checkIdle(t.FS, name, busySample)
@@ -284,6 +293,39 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	default:
 		return nil, busy
 	}
+	gone := func() bool { return !t.FS.Exists(name) || t.FS.DiskSeq(name) != dev.DiskSeq }
+	sh, err := sizeDisk(ctx, eng, fd, int64(*dev.SizeBytes), o, say, func(more time.Duration) {
+		rep.BudgetS = (time.Since(start) + more).Seconds()
+	})
+	if err != nil {
+		// Nothing was switched yet: nothing to put back.
+		rep.Restored = true
+		rep.ElapsedS = time.Since(start).Seconds()
+		switch {
+		case gone():
+			return rep, fmt.Errorf("%s: %w (%v)", name, ErrDiskGone, err)
+		case ctx.Err() != nil:
+			return rep, fmt.Errorf("%s: %w: %w", name, ErrInterrupted, context.Cause(ctx))
+		}
+		return rep, fmt.Errorf("%s: %w", name, err)
+	}
+	o.Depths, o.Depth = sh.depths, sh.deep
+	rep.Depths, rep.Depth = o.Depths, o.Depth
+	if len(sh.dropped) > 0 {
+		rep.FlatAt = sh.flatAt
+	}
+	budget := budgetFor(o, sh, len(cands), time.Since(start))
+	rep.BudgetS = budget.Seconds()
+	capped := ""
+	if !slices.Equal(asked, CapDepths(asked, rep.Key.QueueDepth)) {
+		capped = fmt.Sprintf(", capped at the disk's %d hardware tags", rep.Key.QueueDepth)
+	}
+	if len(sh.dropped) > 0 {
+		capped += fmt.Sprintf(", past depth %d dropped: flat", sh.flatAt)
+	}
+	say("probing %s: %s, %d rounds x %d candidates (%s), %s per measurement at depths %s (curve %s%s; decision at 1 and %d), %d-byte reads; %s: at most %s",
+		name, eng.Name(), o.Rounds, len(cands), strings.Join(cands, ", "), o.Duration, joinInts(measuredDepths(o.Depths, o.Depth)),
+		joinInts(o.Depths), capped, o.Depth, o.BlockSize, sh.describe(), budget.Round(100*time.Millisecond))
 
 	// Everything that can fail before the restore below is armed comes
 	// before the record is saved: a record left with no restore armed
@@ -305,7 +347,6 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	// Measuring stops in time for the restore to fit in the budget.
 	mctx, cancel := context.WithDeadline(ctx, start.Add(budget-restoreAllowance))
 	defer cancel()
-	gone := func() bool { return !t.FS.Exists(name) || t.FS.DiskSeq(name) != dev.DiskSeq }
 	apply := ""
 	writes := writeChain{inFlight: t.InFlight, disk: name, original: orig.Values["scheduler"]}
 	defer func() {
@@ -410,7 +451,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 			slices.Reverse(order)
 		}
 		for pos, c := range order {
-			rf, wr, err := measureCandidate(mctx, &writes, rec, t.FS, name, eng, fd, int64(*dev.SizeBytes), c, round, o)
+			rf, wr, err := measureCandidate(mctx, &writes, rec, t.FS, name, eng, fd, int64(*dev.SizeBytes), c, round, o, &sh)
 			if err != nil {
 				if gone() {
 					return rep, fmt.Errorf("%s: %w (%v)", name, ErrDiskGone, err)
@@ -422,7 +463,15 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 					return rep, fmt.Errorf("%s: %w: %w", name, ErrInterrupted, context.Cause(ctx))
 				}
 				if mctx.Err() != nil {
-					return rep, fmt.Errorf("%s: the probe ran out of its %s budget", name, budget)
+					// The budget counts each measurement's drain at
+					// the read time measured at the start: a disk
+					// that got slower since runs out of it.
+					still := ""
+					if errors.Is(err, ErrStuck) {
+						still = fmt.Sprintf(" (%s, round %d: %v)", c, round, err)
+					}
+					return rep, fmt.Errorf("%s: the probe ran out of its %s budget%s: the disk answered slower than when it was sized (%s a read at depth 1): another user, or a rate that changed; probe it again, or ask for less: --rounds %d (rounds in [rule.probe]) or --duration %s (duration)",
+						name, budget.Round(100*time.Millisecond), still, sh.lat.Round(time.Microsecond), max(o.Rounds-1, 1), max(o.Duration/2, probeopt.MinDuration))
 				}
 				return rep, fmt.Errorf("%s: %s, round %d: %w", name, c, round, err)
 			}
@@ -517,7 +566,7 @@ const switchWait = 500 * time.Millisecond
 // flight over it, from its stat read just before and after. The reads of
 // one round at one depth go to the same blocks for every candidate (the
 // seed is the round's and the depth's).
-func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options) (RoundFigures, int64, error) {
+func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options, sh *shape) (RoundFigures, int64, error) {
 	var rf RoundFigures
 	switched := writes.start("scheduler "+sched, func() error {
 		if err := writes.stillOurs(fs, name, "before the switch to "+sched); err != nil {
@@ -540,14 +589,24 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 	runs := int64(0)
 	job := func(depth int, d time.Duration, seed uint64) (*Sample, float64, error) {
 		deadline := time.Now().Add(d)
-		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-			deadline = dl
+		var giveUp time.Time
+		if dl, ok := ctx.Deadline(); ok {
+			if dl.Before(deadline) {
+				deadline = dl
+			}
+			// Reads still draining past the budget are given up on
+			// then (see drainOverrun), never sooner than hangGrace
+			// after the measurement.
+			giveUp = dl.Add(restoreAllowance + drainOverrun)
+			if giveUp.Before(deadline.Add(hangGrace)) {
+				giveUp = deadline.Add(hangGrace)
+			}
 		}
 		before, err := readStat(fs, name)
 		if err != nil {
 			return nil, 0, err
 		}
-		s, err := eng.Run(ctx, &Job{FD: fd, BlockSize: o.BlockSize, Depth: depth, Deadline: deadline, Size: size, Seed: seed})
+		s, err := eng.Run(ctx, &Job{FD: fd, BlockSize: o.BlockSize, Depth: depth, Deadline: deadline, Size: size, Seed: seed, Grace: sh.graceOf(depth), GiveUp: giveUp})
 		var observed float64
 		if after, serr := readStat(fs, name); serr == nil && s != nil {
 			observed = observedDepth(before.Stat, after.Stat, s.Elapsed)

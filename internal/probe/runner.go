@@ -86,6 +86,9 @@ func (r *Runner) Lookup(dev *sysfs.Device, o Options, maxAge time.Duration) (*Re
 		want.FirstCandidate = true
 	}
 	rec, err := r.Store.Lookup(key, want, r.now())
+	if rec == nil && err == nil {
+		rec, err = r.lookupFlat(key, want)
+	}
 	if rec == nil {
 		return nil, err
 	}
@@ -135,11 +138,39 @@ func (r *Runner) Probe(ctx context.Context, name string, o Options, fresh bool, 
 	return rep, nil
 }
 
+// lookupFlat finds a result of want's method measured on a disk whose IOPS
+// stopped growing at some depth, past which the probe dropped the depths
+// asked for (Report.FlatAt): it is recorded with the depths it measured,
+// and serves a lookup of the depths asked.
+func (r *Runner) lookupFlat(key Key, want Want) (*Record, error) {
+	for _, flat := range measuredDepths(want.Depths, want.Depth) {
+		w := want
+		w.Depths = nil
+		for _, d := range want.Depths {
+			if d <= flat {
+				w.Depths = append(w.Depths, d)
+			}
+		}
+		if len(w.Depths) == 0 {
+			w.Depths = want.Depths[:1]
+		}
+		w.Depth = min(want.Depth, flat)
+		if slices.Equal(w.Depths, want.Depths) && w.Depth == want.Depth {
+			continue // nothing dropped: the lookup already made
+		}
+		rec, err := r.Store.Lookup(key, w, r.now())
+		if err != nil || (rec != nil && rec.FlatAt == flat) {
+			return rec, err
+		}
+	}
+	return nil, nil
+}
+
 // report is a remembered record as a report: the figures and decision,
 // nothing measured now.
 func (rec *Record) report() *Report {
 	rep := &Report{
-		Device: rec.Device, Engine: rec.Engine, Depth: rec.Depth, Depths: rec.Depths, BlockSize: rec.BlockSize, DurationS: rec.DurationS,
+		Device: rec.Device, Engine: rec.Engine, Depth: rec.Depth, Depths: rec.Depths, FlatAt: rec.FlatAt, BlockSize: rec.BlockSize, DurationS: rec.DurationS,
 		Rounds: rec.Rounds, Choose: rec.Choose, Margin: rec.Margin, Incumbent: rec.Incumbent,
 		Candidates: rec.Figures, Decision: rec.Decision, RememberedAs: rec.Key.String(), Key: rec.Key, Serial: rec.Serial,
 		From: "remembered " + rec.At.Format(time.RFC3339),

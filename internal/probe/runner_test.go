@@ -118,3 +118,45 @@ func TestRunnerAsksForProcs(t *testing.T) {
 		t.Errorf("io_uring asked for %v goroutines; it reads from one", asked)
 	}
 }
+
+// TestRunnerFlatResult: a result measured on a disk whose IOPS stopped
+// growing at depth 4, recorded with the depths it measured (1 and 4, deep
+// 4) and FlatAt 4, serves the lookup of the depths asked (1, 4, 16, 64,
+// deep 32), so the disk is not probed again; the same depths recorded
+// without FlatAt (asked so) do not.
+func TestRunnerFlatResult(t *testing.T) {
+	t.Parallel()
+	fs, err := sysfs.NewFS("../testdata/sysfs/cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vda, err := fs.Device("vda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.Engine = EnginePsync
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, flat := range []int{4, 0} {
+		dir := t.TempDir()
+		r := &Runner{FS: fs, DevDir: filepath.Join(dir, "no-dev"), StateDir: dir, Store: OpenStore(dir, nil),
+			Now: func() time.Time { return at.Add(time.Hour) }}
+		if err := r.Store.Remember(Record{
+			Key: KeyOf(fs, vda), Device: "vda", At: at, FlatAt: flat,
+			Method:  Method{Engine: EnginePsync, Depth: 4, Depths: []int{1, 4}, BlockSize: o.BlockSize, Candidates: []string{"none", "mq-deadline"}},
+			Figures: []Candidate{cand("mq-deadline", []float64{150}, []float64{5e3}), cand("none", []float64{160}, []float64{5e3})},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := r.Lookup(vda, o, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case flat != 0 && (rep == nil || rep.FlatAt != flat || rep.Depth != 4 || !slices.Equal(rep.Depths, []int{1, 4})):
+			t.Errorf("flat at %d: lookup of the depths asked found %+v", flat, rep)
+		case flat == 0 && rep != nil:
+			t.Errorf("depths 1, 4 asked so served a lookup of 1, 4, 16, 64: %+v", rep)
+		}
+	}
+}

@@ -88,6 +88,8 @@ type Record struct {
 	Device string    `json:"device"`
 	At     time.Time `json:"at"`
 	Method
+	// FlatAt: see Report.FlatAt.
+	FlatAt    int         `json:"flat_at,omitempty"`
 	DurationS float64     `json:"duration_s"`
 	Rounds    int         `json:"rounds"`
 	Incumbent string      `json:"incumbent"`
@@ -114,7 +116,7 @@ func RecordOf(r *Report, at time.Time) Record {
 	return Record{
 		Key: r.Key, Serial: r.Serial, Device: r.Device, At: at.UTC(),
 		Method:    Method{Engine: engine, Depth: r.Depth, BlockSize: r.BlockSize, Depths: slices.Clone(r.Depths), Candidates: cands},
-		DurationS: r.DurationS, Rounds: r.Rounds, Incumbent: r.Incumbent, Figures: r.Candidates,
+		DurationS: r.DurationS, FlatAt: r.FlatAt, Rounds: r.Rounds, Incumbent: r.Incumbent, Figures: r.Candidates,
 		Decision: r.Decision, Choose: r.Choose, Margin: r.Margin, Disturbed: r.Disturbed,
 	}
 }

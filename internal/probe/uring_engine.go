@@ -58,6 +58,7 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 	submitted := make([]time.Time, j.Depth)
 	offs := make([]int64, j.Depth)
 	inflight := 0
+	var lastDone time.Time // of the last read reaped
 	more := true
 	var firstErr error
 	cpu0 := cpuTime()
@@ -99,10 +100,10 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 		if err == nil {
 			// Past the limit, waits of a millisecond: what completed
 			// is still reaped, and nothing waits for ever.
-			err = r.enter(1, max(time.Until(j.Deadline.Add(hangGrace)), time.Millisecond))
+			err = r.enter(1, max(time.Until(j.stuckAt(lastDone)), time.Millisecond))
 		}
 		now = time.Now()
-		if errors.Is(err, errWaitTimedOut) && now.Before(j.Deadline.Add(hangGrace)) {
+		if errors.Is(err, errWaitTimedOut) && now.Before(j.stuckAt(lastDone)) {
 			err = nil // woken early: wait again
 		}
 		if err != nil {
@@ -110,13 +111,14 @@ func (uringEngine) Run(ctx context.Context, j *Job) (*Sample, error) {
 			// mapped (the ring's teardown cancels or waits for them).
 			rb.keep()
 			if errors.Is(err, errWaitTimedOut) {
-				err = fmt.Errorf("%d reads did not complete within %s of the measurement's end: %w", inflight, hangGrace, ErrStuck)
+				err = j.stuckError(inflight, lastDone)
 			}
 			return nil, err
 		}
 		r.reap(func(c uringCQE) {
 			slot := int(c.userData)
 			inflight--
+			lastDone = now
 			free = append(free, slot)
 			if int(c.res) != j.BlockSize {
 				if firstErr == nil {

@@ -108,15 +108,17 @@ const (
 func Default() Options {
 	return Options{
 		Candidates: []string{"none", "mq-deadline"},
-		// 400 ms a measurement keeps the default probe of a disk, 2
-		// candidates x 3 rounds x 5 depths (the curve's four and the
-		// deep-queue 32), within 14 s (probe's Options.Budget).
+		// 400 ms a measurement keeps the default probe of a disk that
+		// answers at once, 2 candidates x 3 rounds x 5 depths (the
+		// curve's four and the deep-queue 32), within 15 s (probe's
+		// Options.Budget); a slow disk's drops the depths where its
+		// IOPS no longer grows.
 		Duration: 400 * time.Millisecond,
 		Rounds:   3,
 		Depth:    32,
 		// A depth per factor of four, from one request at a time to
 		// 64: each point costs a measurement per candidate and round,
-		// and four keep the default probe within its 14 s.
+		// and four keep the default probe within its 15 s.
 		Depths:    []int{1, 4, 16, 64},
 		BlockSize: 4096,
 		Choose:    ChooseBalanced,
