@@ -14,7 +14,6 @@ import (
 
 	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/looptest"
-	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -279,13 +278,5 @@ func TestIntegrationProbeConcurrent(t *testing.T) {
 	}
 	if cur, _ := fs.ReadQueueAttr(l.Name, "scheduler"); cur != orig {
 		t.Errorf("scheduler %s, want %s", cur, orig)
-	}
-}
-
-// The probe's default state directory is the daemon's: results an admin's
-// `iosched probe` remembers are the daemon's to use.
-func TestProbeStateDirIsTheDaemons(t *testing.T) {
-	if paths.Default.State != paths.Default.State {
-		t.Errorf("paths.Default.State %q, paths.Default.State %q", paths.Default.State, paths.Default.State)
 	}
 }
