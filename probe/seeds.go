@@ -118,6 +118,10 @@ func readSeedFile(path string, now time.Time) ([]Record, error) {
 		recs = append(recs, *rec)
 	})
 	if err != nil {
+		var ve *versionError
+		if errors.As(err, &ve) {
+			recs, errs = nil, nil // results of another format: none is judged
+		}
 		errs = append(errs, fmt.Errorf("seeded probe results: %s: %w", path, err))
 	}
 	if recs == nil {
@@ -126,10 +130,17 @@ func readSeedFile(path string, now time.Time) ([]Record, error) {
 	return slices.Clip(recs), errors.Join(errs...)
 }
 
+// versionError: the file is of another format version (0: none given).
+type versionError struct{ version int }
+
+func (e *versionError) Error() string {
+	return fmt.Sprintf("version %d, want %d", e.version, storeVersion)
+}
+
 // decodeStoreStream decodes a store file ({"version": 1, "results":
-// [...]}) from r, calling each with every result in turn (the record is
-// reused: each must copy what it keeps). The version must come before the
-// results, as writeStore puts it.
+// [...]}) from r, calling each with every result in turn. The version may
+// come after the results (a map's keys are written in order): a
+// *versionError then says every result given is of no use.
 func decodeStoreStream(r io.Reader, each func(*Record)) error {
 	dec := json.NewDecoder(r)
 	if err := expectDelim(dec, '{'); err != nil {
@@ -150,12 +161,9 @@ func decodeStoreStream(r io.Reader, each func(*Record)) error {
 				return fmt.Errorf("version: %w", err)
 			}
 			if version != storeVersion {
-				return fmt.Errorf("version %d, want %d", version, storeVersion)
+				return &versionError{version}
 			}
 		case "results":
-			if version != storeVersion {
-				return fmt.Errorf("results before the format's version (want \"version\": %d first)", storeVersion)
-			}
 			if err := expectDelim(dec, '['); err != nil {
 				return fmt.Errorf("results: %w", err)
 			}
@@ -182,7 +190,7 @@ func decodeStoreStream(r io.Reader, each func(*Record)) error {
 		return err
 	}
 	if version != storeVersion {
-		return fmt.Errorf("no version: want %d", storeVersion)
+		return &versionError{version}
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("more after the end of the results' object")
