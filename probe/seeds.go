@@ -38,6 +38,10 @@ type Seeds struct {
 	// index holds, for each file, its results' positions by key.
 	index []map[Key][]int
 	err   error
+
+	// own is the state directory's probes.json, for the stores that
+	// share these seeds (Store.lookupRecords).
+	own ownCache
 }
 
 // NewSeeds returns the seeds of globs, read on first use.

@@ -132,3 +132,30 @@ func TestCheckRefusesNonFiniteFigures(t *testing.T) {
 		t.Errorf("a valid result refused: %v", err)
 	}
 }
+
+// Stores that share seeds share probes.json as decoded while it stays the
+// same file, and see a result remembered since (a new file).
+func TestSharedStoreSeesRememberedResults(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	seeds := NewSeeds(nil)
+	now := time.Now().UTC()
+	rec := seedRecord("vdb", now.Add(-time.Hour))
+	want := Want{Method: rec.Method, Choose: ChooseIOPS, Margin: 0.05, Incumbent: "mq-deadline"}
+	if r, err := NewStore(dir, seeds).Lookup(rec.Key, want, now); r != nil || err != nil {
+		t.Fatalf("empty: %v, %v", r, err)
+	}
+	if err := OpenStore(dir, nil).Remember(rec); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewStore(dir, seeds).Lookup(rec.Key, want, now)
+	if err != nil || r == nil || r.Device != "vdb" || r.Winner != "none" {
+		t.Fatalf("after Remember: %v, %v", describe(r), err)
+	}
+	// The record returned is a copy: the next lookup decides afresh.
+	r.Figures = nil
+	want.Choose = ChooseBalanced
+	if r, _ := NewStore(dir, seeds).Lookup(rec.Key, want, now); r == nil || len(r.Figures) != 2 || r.Choose != ChooseBalanced {
+		t.Errorf("a second lookup: %v", describe(r))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -290,6 +292,60 @@ func (s *Store) Records() ([]Record, error) {
 	return recs, err
 }
 
+// lookupRecords are the remembered results for Lookup: a store of shared
+// seeds (the daemon's, a pipeline's) shares, with the seeds, probes.json
+// as last decoded while the file stays the same (Remember replaces it by
+// a rename: a new inode), so a thousand disks' lookups decode it once.
+// The records are shared: Lookup copies the one it returns.
+func (s *Store) lookupRecords() ([]Record, error) {
+	if s.seedErrs {
+		return s.Records()
+	}
+	return s.seeds.own.records(s.path)
+}
+
+// ownCache is probes.json as last decoded, with the identity of the file
+// it was read from.
+type ownCache struct {
+	mu   sync.Mutex
+	path string
+	id   fileID
+	recs []Record
+}
+
+// fileID tells one version of a file from another: a rename gives a new
+// inode, a write in place a new size or time.
+type fileID struct {
+	dev, ino     uint64
+	size, mtimeN int64
+}
+
+func (c *ownCache) records(path string) ([]Record, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, &fs.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	id := fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtimeN: st.Mtim.Nano()}
+	// Held while reading: lookups at once wait for one decoding.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.path == path && c.id == id {
+		return c.recs, nil
+	}
+	recs, err := readStoreFile(path, true, maxStoreFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.path, c.id, c.recs = path, id, recs
+	return recs, nil
+}
+
 // SeededFile is one seeded file's results that passed Record.Check, each
 // with its Entry in the file.
 type SeededFile struct {
@@ -378,7 +434,7 @@ func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 		from, name string
 	}
 	var files []file
-	own, err := s.Records()
+	own, err := s.lookupRecords()
 	if err != nil {
 		errs = append(errs, err)
 	}
