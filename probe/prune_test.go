@@ -34,7 +34,7 @@ func TestRememberPrunes(t *testing.T) {
 	ancient := rec("vda", running, now.Add(-400*24*time.Hour))
 	f := storeFile{Version: storeVersion, Results: []Record{dupNewer, old, rolledBack, dup, ancient},
 		// 6.1.0-rollback ran 10 days ago: its results stay.
-		Kernels: map[string]time.Time{"6.1.0-rollback": now.Add(-10 * 24 * time.Hour), "5.10.0-old": now.Add(-31 * 24 * time.Hour)}}
+		Kernels: map[string]time.Time{"6.1.0-rollback": now.Add(-10 * 24 * time.Hour), "5.10.0-old": now.Add(-31 * 24 * time.Hour), running: now.Add(-24 * time.Hour)}}
 	b, err := encodeStore(f)
 	if err != nil {
 		t.Fatal(err)
@@ -123,5 +123,32 @@ func TestRememberPrunesAnOversizedFile(t *testing.T) {
 	}
 	if !has["vdnew"] || !has["vd0"] || has[fmt.Sprintf("vd%d", len(recs)-1)] {
 		t.Errorf("kept the newest %v, vd0 %v, the oldest %v: want the oldest dropped", has["vdnew"], has["vd0"], has[fmt.Sprintf("vd%d", len(recs)-1)])
+	}
+}
+
+// The first result under a kernel the file has not seen starts the other
+// kernels' retention: they ran until this boot, however old their last
+// result (a file from before kernels were noted, a machine that probed
+// nothing for months).
+func TestRememberNewKernelKeepsTheOthers(t *testing.T) {
+	t.Parallel()
+	s := OpenStore(t.TempDir(), nil)
+	now := time.Now().UTC()
+	old := seedRecord("vdo", now.Add(-400*24*time.Hour))
+	old.Key.Kernel = "5.10.0-before"
+	if err := writeStore(s.Path(), []Record{old}); err != nil {
+		t.Fatal(err)
+	}
+	rec := seedRecord("vdn", now)
+	rec.Key.Kernel, rec.Key.Model = kernelRelease(), "new"
+	if err := s.Remember(rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readStore(s.Path(), true, maxStoreFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Results) != 2 || !got.Kernels["5.10.0-before"].Equal(now) {
+		t.Errorf("%d results, kernels %v: want the older kernel's kept, its retention from now", len(got.Results), got.Kernels)
 	}
 }

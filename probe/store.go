@@ -381,10 +381,12 @@ type Want struct {
 // its decision is made again with want's choice and margin. A result with
 // want's curve is taken before one from before curves (see Method.serves),
 // wherever each is. It returns nil when there is none (a changed key,
-// another method, or too old). A seeded file that cannot be read is an
-// error, after the lookup (a record found elsewhere is still returned), and
-// so is a record of the key and method that fails Record.Check: it is not
-// used, and the error names its file and its place in it.
+// another method, or too old). A record of probes.json of the key and
+// method that fails Record.Check is not used, and is an error naming the
+// file and its place in it, after the lookup (a record found elsewhere is
+// still returned). The seeded files' results were checked when read
+// (Seeds): their errors come with the lookup's only from a store of its
+// own (OpenStore), not from one of shared seeds (NewStore).
 func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 	var errs []error
 	// pick is the newest of recs at positions at (all when nil) that
@@ -547,8 +549,20 @@ func (s *Store) Remember(rec Record) error {
 	if kernels == nil {
 		kernels = map[string]time.Time{}
 	}
-	if k := rec.Key.Kernel; k != "" && rec.At.After(kernels[k]) {
-		kernels[k] = rec.At
+	if k := rec.Key.Kernel; k != "" {
+		if _, seen := kernels[k]; !seen {
+			// The first result under this kernel: the others ran
+			// until it booted, as far as the file can tell, so their
+			// retention starts now, not at their last result.
+			for _, r := range recs {
+				if r.Key.Kernel != k && rec.At.After(kernels[r.Key.Kernel]) {
+					kernels[r.Key.Kernel] = rec.At
+				}
+			}
+		}
+		if rec.At.After(kernels[k]) {
+			kernels[k] = rec.At
+		}
 	}
 	b, err := prune(recs, kernels, rec.Key.Kernel, rec.At, pruneSize)
 	if err == nil {
