@@ -404,7 +404,10 @@ func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 				i = at[j]
 			}
 			r := &recs[i]
-			if ok, old := r.Method.serves(want.Method); r.Key != key || !ok || old != beforeCurves || r.Disturbed != "" {
+			if r.Key != key {
+				continue // first: serves allocates
+			}
+			if ok, old := r.Method.serves(want.Method); !ok || old != beforeCurves || r.Disturbed != "" {
 				continue
 			}
 			if !checked {
