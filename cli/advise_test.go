@@ -10,6 +10,7 @@ import (
 
 	"github.com/iosched/iosched/internal/treetest"
 	"github.com/iosched/iosched/probe"
+	"github.com/iosched/iosched/sysfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -187,5 +188,38 @@ func TestAdviseBadFlag(t *testing.T) {
 		if code != 2 || !strings.Contains(string(errb), strings.TrimPrefix(strings.SplitN(args[0], "=", 2)[0], "--")) {
 			t.Errorf("advise %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errb)
 		}
+	}
+}
+
+// A seeded result that favours a scheduler no kernel has ("frobnicate")
+// is not advice: advise finds no result, and warns naming the file and
+// the result. Before, it printed "favours frobnicate by 15%".
+func TestAdviseRefusesAnUnknownScheduler(t *testing.T) {
+	t.Parallel()
+	fs, err := sysfs.NewFS("../testdata/sysfs/cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := fs.DeviceFacts("vda", sysfs.FactIdentity|sysfs.FactSize|sysfs.FactHWQueues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := crossingRecord(probe.KeyOf(fs, dev), time.Now().Add(-time.Hour))
+	rec.Candidates = []string{"none", "frobnicate"}
+	rec.Figures[1].Scheduler = "frobnicate"
+	seed := filepath.Join(t.TempDir(), "fleet.json")
+	b, err := json.Marshal(map[string]any{"version": 1, "results": []probe.Record{rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seed, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := &resultSource{stateDir: t.TempDir(), store: probe.OpenStore(t.TempDir(), []string{seed}), now: time.Now()}
+	if r, from := src.find(fs, dev); r != nil {
+		t.Errorf("found %s's result (%s), favouring %v", r.Device, from, r.Candidates)
+	}
+	if len(src.errs) != 1 || !strings.Contains(src.errs[0].Error(), seed+`: result 1 (device loop1): not used: candidate "frobnicate" is not a scheduler`) {
+		t.Errorf("warnings %v, want the seed's result named", src.errs)
 	}
 }
