@@ -128,6 +128,10 @@ why); 2 for a bad flag.`,
 			return nil
 		},
 	}
+	// A flag that does not parse is a usage error, as the help says.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &ExitError{Code: 2, Msg: "advise: " + err.Error()}
+	})
 	f := cmd.Flags()
 	f.DurationVar(&interval, "interval", 10*time.Second, "how long to watch the disks")
 	f.BoolVar(&asJSON, "json", false, "print JSON")

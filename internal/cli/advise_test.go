@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/probe"
+	"github.com/iosched/iosched/internal/sysfs"
 	"github.com/iosched/iosched/internal/treetest"
+	"golang.org/x/sys/unix"
 )
 
 // crossingRecord is a probe result whose curves cross: mq-deadline 15%
@@ -120,5 +122,106 @@ func TestAdviseFakeTree(t *testing.T) {
 	}
 	if _, errb, code := runMain(t, "--sysfs", root, "advise", "--interval", "0s"); code != 2 || !strings.Contains(string(errb), "--interval") {
 		t.Errorf("--interval 0: exit %d %s", code, errb)
+	}
+}
+
+// TestAdviseFIFO: a FIFO where a disk's stat file or one of its attributes
+// should be (a copied tree) fails that disk with an error naming the file,
+// and advise ends: opening a FIFO for reading would wait for a writer,
+// past every signal.
+func TestAdviseFIFO(t *testing.T) {
+	t.Parallel()
+	root := treetest.Copy(t, "../testdata/sysfs/cloud")
+	stat := filepath.Join(root, "block", "vda", "stat")
+	if err := unix.Mkfifo(stat, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "block", "nvme0n1", "stat"), []byte("100 0 800 50 0 0 0 0 0 40 50 0 0 0 0 0 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, attr := range []string{"queue/scheduler", "size", "device/model", "mq/0/nr_tags"} {
+		p := filepath.Join(root, "block", "nvme0n1", attr)
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if err := unix.Mkfifo(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol := filepath.Join(t.TempDir(), "empty.toml")
+	if err := os.WriteFile(pol, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out, errb []byte
+		code      int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errb, code := runMain(t, "--sysfs", root, "--policy", pol, "advise", "--interval", "10ms", "--state-dir", t.TempDir(), "vda", "nvme0n1")
+		done <- result{out, errb, code}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		// Unblock the open so the test's goroutine can end.
+		for _, p := range []string{stat, filepath.Join(root, "block", "nvme0n1", "queue/scheduler")} {
+			if f, err := os.OpenFile(p, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		}
+		t.Fatal("advise did not end: it waits on a FIFO")
+	}
+	if r.code != 1 || !strings.Contains(string(r.out), "vda: not sampled: "+stat+": not a regular file (a FIFO)") {
+		t.Errorf("exit %d, want 1 and vda's stat file named as a FIFO\n%s%s", r.code, r.out, r.errb)
+	}
+	if !strings.Contains(string(r.out), "nvme0n1: the disk's scheduler could not be read") {
+		t.Errorf("nvme0n1, its scheduler a FIFO:\n%s", r.out)
+	}
+}
+
+// TestAdviseBadFlag: a flag that does not parse is a usage error, exit 2
+// as the help says, like an --interval out of range.
+func TestAdviseBadFlag(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--interval", "abc"}, {"--json=maybe"}, {"--no-such-flag"}} {
+		_, errb, code := runMain(t, append([]string{"--sysfs", "../testdata/sysfs/cloud", "advise"}, args...)...)
+		if code != 2 || !strings.Contains(string(errb), strings.TrimPrefix(strings.SplitN(args[0], "=", 2)[0], "--")) {
+			t.Errorf("advise %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errb)
+		}
+	}
+}
+
+// A seeded result that favours a scheduler no kernel has ("frobnicate")
+// is not advice: advise finds no result, and warns naming the file and
+// the result. Before, it printed "favours frobnicate by 15%".
+func TestAdviseRefusesAnUnknownScheduler(t *testing.T) {
+	t.Parallel()
+	fs, err := sysfs.NewFS("../testdata/sysfs/cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := fs.DeviceFacts("vda", sysfs.FactIdentity|sysfs.FactSize|sysfs.FactHWQueues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := crossingRecord(probe.KeyOf(fs, dev), time.Now().Add(-time.Hour))
+	rec.Candidates = []string{"none", "frobnicate"}
+	rec.Figures[1].Scheduler = "frobnicate"
+	seed := filepath.Join(t.TempDir(), "fleet.json")
+	b, err := json.Marshal(map[string]any{"version": 1, "results": []probe.Record{rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seed, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := &resultSource{stateDir: t.TempDir(), store: probe.OpenStore(t.TempDir(), []string{seed}), now: time.Now()}
+	if r, from := src.find(fs, dev); r != nil {
+		t.Errorf("found %s's result (%s), favouring %v", r.Device, from, r.Candidates)
+	}
+	if len(src.errs) != 1 || !strings.Contains(src.errs[0].Error(), seed+`: result 1 (device loop1): not used: candidate "frobnicate" is not a scheduler`) {
+		t.Errorf("warnings %v, want the seed's result named", src.errs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/iosched/iosched/internal/pipeline"
 	"github.com/iosched/iosched/internal/policy"
+	"github.com/iosched/iosched/internal/probe"
 )
 
 func newCheckCmd(e *env) *cobra.Command {
@@ -19,6 +20,9 @@ func newCheckCmd(e *env) *cobra.Command {
 		Long: `check validates the policy (--policy, or the default locations, or the
 embedded default). Valid: exit 0 and a one-line summary. Invalid: exit 1 and
 every error on stderr as FILE:LINE:COL: rule N "name": key: message.
+The seeded probe results ([daemon] probe_results) are read and checked too:
+a file that cannot be read or decoded, or a result the daemon would not use,
+is an error naming the file and the result.
 
 When the sysfs tree (--sysfs, default /sys) can be read, it also warns about
 rules that match no disk present there.`,
@@ -30,6 +34,17 @@ rules that match no disk present there.`,
 				errs = policy.Errors{{Msg: perr.Error()}}
 			}
 			var warnings []string
+			if perr == nil {
+				// The seeded probe results are read as the daemon
+				// reads them: a file it could not read, or a result
+				// it would not use, is an error of the policy's.
+				for _, se := range probe.SplitErrors(probe.NewSeeds(p.Daemon.ProbeResults).Err()) {
+					errs = append(errs, &policy.Error{Key: "probe_results", Msg: strings.TrimPrefix(se.Error(), "seeded probe results: ")})
+				}
+				if len(errs) > 0 {
+					perr = errs
+				}
+			}
 			if perr == nil {
 				warnings = e.checkAgainstDisks(p)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/iosched/iosched/internal/pipeline"
 	"github.com/iosched/iosched/internal/plan"
 	"github.com/iosched/iosched/internal/policy"
+	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -115,6 +116,11 @@ func (e *env) assess(names []string, sc func(*policy.Policy) pipeline.Scope, lim
 			then(pipe, r, disk)
 		}
 	})
+	// The seeded probe results' errors are the policy's: once, not a
+	// disk's look-up each.
+	for _, se := range probe.SplitErrors(pipeline.SeedsOf(p).Err()) {
+		warnings = append(warnings, se.Error())
+	}
 	warnings = append(warnings, e.warnWriters(results)...)
 	as := make([]pipeline.Assessment, 0, len(results))
 	for _, r := range results {

@@ -44,6 +44,10 @@ func newExplainCmd(e *env) *cobra.Command {
 			}
 			var pr probeShown
 			pr.Decision, pr.Err = probeNote(a), rs[0].probeErr
+			if a.Probe.Probed() {
+				// The seeded results this disk's decision may come from.
+				pr.Err = errors.Join(pr.Err, pipeline.SeedsOf(pol).Err())
+			}
 			if rec, err := rememberedFor(fs, e.stateDir, a.Device); err != nil {
 				pr.Err = errors.Join(pr.Err, err)
 			} else if rec != nil {

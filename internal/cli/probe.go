@@ -99,7 +99,12 @@ so, and the other's scheduler stays.
 Results are remembered in --state-dir/probes.json, keyed by class, driver,
 model, hardware queues, queue depth, size and kernel release; a remembered
 decision is shown without probing unless --fresh. --export FILE writes them
-in the form [daemon] probe_results reads.
+in the form [daemon] probe_results reads. Each result remembered prunes the
+file: the newest result of each key and method is kept, those of a kernel
+release not seen running for 30 days are dropped (a rollback within that
+finds its results), and the file is kept under 12 MiB, the oldest results
+dropped first (it is read at up to 16 MiB; a larger one, from an older
+iosched, is pruned too, not set aside).
 
 Exit status: 0 when every disk was probed (or had a remembered result), 1
 otherwise (a refusal says why).`,

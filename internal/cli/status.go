@@ -77,6 +77,12 @@ func renderStatus(w io.Writer, st *statefile.State, all bool, now time.Time) err
 	p := st.Policy
 	fmt.Fprintf(w, "policy: %s (uevents: %s, reconcile: %s, restore on exit: %s, follows its files: %s)\n",
 		strings.Join(p.Sources, ", "), p.UeventSource, p.ReconcileInterval, yesNo[p.RestoreOnExit], yesNo[st.PolicyFollowed])
+	if len(p.SeedErrors) > 0 {
+		fmt.Fprintf(w, "seeded probe results: %d error(s), those results not used:\n", len(p.SeedErrors))
+		for _, e := range p.SeedErrors {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
 	if r := st.LastReload; r != nil {
 		if r.OK {
 			fmt.Fprintf(w, "last reload: %s, ok\n", r.At.Local().Format(stamp))

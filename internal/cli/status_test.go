@@ -135,6 +135,7 @@ func TestStatusShowsFaults(t *testing.T) {
 		OriginalsUnknown: []string{"loop20001"},
 		OriginalsAside:   []string{"/var/lib/iosched/probe-vda.originals.json.unreadable-20250301T120000.000000000Z"},
 		Warnings:         []string{"uevent_source is udev, but no udevd runs"},
+		Policy:           statefile.PolicyState{SeedErrors: []string{`seeded probe results: /etc/iosched/probes.d/a.json: result 2 (device vdf): not used: candidate "frobnicate" is not a scheduler`}},
 		Disks: map[string]*statefile.DiskState{
 			"loop20000": {Class: "loop", Rules: []string{"loops"}, Refused: []statefile.Refusal{
 				{Attribute: "nr_requests", Value: "100000", Error: "write: invalid argument", Since: at, Retry: at.Add(time.Minute)}}},
@@ -152,6 +153,7 @@ func TestStatusShowsFaults(t *testing.T) {
 		"original values unknown (restore on exit cannot put them back): loop20001",
 		"original values records unreadable, moved aside (nothing was restored from them; check those disks by hand): /var/lib/iosched/probe-vda.originals.json.unreadable-20250301T120000.000000000Z",
 		"warning: uevent_source is udev, but no udevd runs",
+		"seeded probe results: 1 error(s), those results not used:\n  seeded probe results: /etc/iosched/probes.d/a.json: result 2 (device vdf): not used: candidate \"frobnicate\" is not a scheduler\n",
 		"loop20000: nr_requests=100000 refused since 2025-03-01 12:00:00 (write: invalid argument); next try 2025-03-01 12:01:00",
 		"loop20002: write in flight since 2025-03-01 12:00:00: restore (the disk has not answered it yet)",
 		"loop20003: not written since 2025-03-01 12:00:00: loop20003: its lock in /run/lock/iosched/disks.lock is held",

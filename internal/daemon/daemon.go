@@ -612,6 +612,7 @@ func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool
 }
 
 func (d *Daemon) setPolicy(p *policy.Policy) {
+	d.checkSeeds(p)
 	d.policy.Store(p)
 	d.mu.Lock()
 	d.report.Policy = p

@@ -90,6 +90,9 @@ type probes struct {
 	// outlives a reset, as a cancelled probe is still restoring.
 	measuring map[string]chan struct{}
 	spent     time.Duration // probe time since the start, against probe_budget
+	// seedErrs are the policy's seeded results' errors (a file not read,
+	// a result refused), for the state file.
+	seedErrs []string
 	// retry is probeRetry; tests shorten it.
 	retry time.Duration
 	// failed are the disks' last failed probes, by disk name: they
@@ -268,8 +271,33 @@ func (d *Daemon) recoverProbes() {
 	}
 }
 
+// checkSeeds reads pol's seeded results (pipeline.SeedsOf: once per
+// policy, shared by every disk's lookup), logs each of their errors once,
+// and keeps them for the state file: a lookup does not repeat them for
+// each disk. A broken seed file costs only its results.
+func (d *Daemon) checkSeeds(pol *policy.Policy) {
+	var msgs []string
+	if len(pol.Daemon.ProbeResults) > 0 {
+		err := pipeline.SeedsOf(pol).Err()
+		for _, e := range probe.SplitErrors(err) {
+			msgs = append(msgs, e.Error())
+			d.log.Warn("seeded probe results: not used", "error", e)
+		}
+	}
+	d.probes.mu.Lock()
+	d.probes.seedErrs = msgs
+	d.probes.mu.Unlock()
+}
+
+// seedErrors are the errors checkSeeds kept.
+func (p *probes) seedErrors() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seedErrs)
+}
+
 func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
-	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Locks: d.locks, Store: probe.OpenStore(d.cfg.StateDir, pol.Daemon.ProbeResults),
+	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Locks: d.locks, Store: probe.NewStore(d.cfg.StateDir, pipeline.SeedsOf(pol)),
 		Procs: d.procs.Raise, InFlight: d.inFlight}
 }
 

@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -90,6 +92,49 @@ func TestProbeSeededWithoutProbing(t *testing.T) {
 			sample(fams, "iosched_probe_chosen", map[string]string{"disk": "loop20000", "scheduler": "mq-deadline"}) == 1 &&
 			sample(fams, "iosched_probe_chosen", map[string]string{"disk": "loop20000", "scheduler": "none"}) == 0
 	})
+}
+
+// TestProbeSeedErrorsInState: a seeded result that names a scheduler no
+// kernel has is not used, and said so once (the log, the state file's
+// policy), not with each disk's lookup; the valid seed still decides.
+// Before, the daemon dropped it without a word.
+func TestProbeSeedErrorsInState(t *testing.T) {
+	fs := fakeTree(t, "loop20000", "loop20001")
+	dev, err := fs.Device("loop20000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := probe.DefaultOptions()
+	method := probe.Method{Engine: probe.EnginePsync, Depth: o.Depth, BlockSize: o.BlockSize, Candidates: []string{"none", "mq-deadline"}}
+	good := probe.Record{Key: probe.KeyOf(fs, dev), Device: "loop20000", At: time.Now().Add(-time.Hour), Method: method, Rounds: 1,
+		Figures: []probe.Candidate{fig("none", 100e3), fig("mq-deadline", 200e3)}}
+	frob := good
+	frob.Device, frob.Method.Candidates = "vdf", []string{"none", "frobnicate"}
+	frob.Figures = []probe.Candidate{fig("none", 100e3), fig("frobnicate", 900e3)}
+	seed := filepath.Join(t.TempDir(), "fleet.json")
+	b, err := json.Marshal(map[string]any{"version": 1, "results": []probe.Record{frob, good}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seed, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol := strings.Replace(fakeProbePolicy(fmt.Sprintf("[daemon]\nprobe_results = [%q]\n", seed)), `name = ["loop20000"]`, `name = ["loop20000", "loop20001"]`, 1)
+	r, _ := fakeDaemonWith(t, pol, func(c *Config) { c.FS = fs }, "loop20000", "loop20001")
+	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
+		t.Errorf("scheduler after the start = %s, want the valid seed's mq-deadline", got)
+	}
+	want := seed + `: result 1 (device vdf): not used: candidate "frobnicate" is not a scheduler`
+	if n := len(r.log.Lines("seeded probe results: not used", seed+": result 1 (device vdf): not used: candidate")); n != 1 {
+		t.Errorf("the refused seed logged %d times, want once", n)
+	}
+	if n := len(r.log.Lines("looking up remembered probe results")); n != 0 {
+		t.Errorf("a disk's lookup warned %d times of the policy's seed error", n)
+	}
+	st := r.state(t)
+	if len(st.Policy.SeedErrors) != 1 || !strings.Contains(st.Policy.SeedErrors[0], want) {
+		t.Errorf("state's seed errors %q, want one naming %s", st.Policy.SeedErrors, want)
+	}
 }
 
 // TestProbePendingInterim: without a result the rule's other settings are

@@ -158,7 +158,8 @@ func (d *Daemon) snapshot() *statefile.State {
 	}
 	d.report.Fill(st)
 	if p := d.report.Policy; p != nil {
-		st.Policy = statefile.PolicyState{Sources: p.Sources, UeventSource: d.ueventSource(p), ReconcileInterval: p.Daemon.ReconcileInterval.String(), RestoreOnExit: p.Daemon.RestoreOnExit}
+		st.Policy = statefile.PolicyState{Sources: p.Sources, UeventSource: d.ueventSource(p), ReconcileInterval: p.Daemon.ReconcileInterval.String(), RestoreOnExit: p.Daemon.RestoreOnExit,
+			SeedErrors: d.probes.seedErrors()}
 	}
 	st.LastBurst = d.burstState()
 	st.Metrics = d.metricsState()

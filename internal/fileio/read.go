@@ -115,3 +115,52 @@ func Kind(m fs.FileMode) string {
 		return m.Type().String()
 	}
 }
+
+// Open is Read for a file read as a stream (a large JSON file decoded as
+// it is read, never held whole): the same open, checks and errors, and a
+// reader that gives at most max bytes, then a *TooLargeError if the file
+// holds more. The caller closes it.
+func Open(path string, max int64) (io.ReadCloser, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &NotRegularError{Path: path, Mode: fi.Mode()}
+	}
+	if fi.Size() > max {
+		f.Close()
+		return nil, &TooLargeError{Path: path, Max: max}
+	}
+	return &limited{f: f, path: path, max: max, left: max}, nil
+}
+
+// limited reads a file up to max bytes; one more is a *TooLargeError.
+type limited struct {
+	f         *os.File
+	path      string
+	max, left int64
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, &TooLargeError{Path: l.path, Max: l.max}
+	}
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.f.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return 0, &TooLargeError{Path: l.path, Max: l.max}
+	}
+	return n, err
+}
+
+func (l *limited) Close() error { return l.f.Close() }

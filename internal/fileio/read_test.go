@@ -118,3 +118,84 @@ func TestReadLinks(t *testing.T) {
 		t.Errorf("ReadNoFollow(link) = %v, want a refusal naming the link", err)
 	}
 }
+
+// Open makes Read's checks and gives a reader of at most max bytes: a
+// FIFO and a file too large are refused at once, a regular file reads
+// whole.
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readBounded(t, func() ([]byte, error) {
+		r, err := Open(fifo, 10)
+		if err == nil {
+			r.Close()
+		}
+		return nil, err
+	}); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "a FIFO") {
+		t.Errorf("a FIFO: %v", err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, []byte("0123456789a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(big, 10); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("11 bytes, at most 10: %v", err)
+	}
+	r, err := Open(big, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var b strings.Builder
+	buf := make([]byte, 4)
+	for {
+		n, err := r.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	if b.String() != "0123456789a" {
+		t.Errorf("read %q", b.String())
+	}
+	if _, err := Open(filepath.Join(dir, "none"), 10); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// A file that grows past max after Open is cut off with ErrTooLarge, not
+// read on.
+func TestOpenGrowing(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "growing")
+	if err := os.WriteFile(p, []byte("0123"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(p, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := os.WriteFile(p, []byte("0123456789abcdef"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	var got int
+	for {
+		n, err := r.Read(buf)
+		got += n
+		if err != nil {
+			if !errors.Is(err, ErrTooLarge) {
+				t.Errorf("err %v, want ErrTooLarge", err)
+			}
+			break
+		}
+	}
+	if got > 8 {
+		t.Errorf("read %d bytes, at most 8", got)
+	}
+}

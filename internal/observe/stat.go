@@ -3,10 +3,13 @@ package observe
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iosched/iosched/internal/fileio"
 )
 
 // Stat is one reading of a disk's stat file (Documentation/block/stat.rst).
@@ -99,13 +102,46 @@ type Disk struct {
 	buf [512]byte
 }
 
-// Open opens the stat file at path (see StatPath) for reading.
+// Open opens the stat file at path (see StatPath) for reading. It must be
+// a regular file, as sysfs attributes are: anything else (a FIFO in a
+// copied tree) is a *fileio.NotRegularError. The open does not wait
+// (O_NONBLOCK): a FIFO opened for reading would wait for a writer, past
+// every signal.
 func Open(path string) (*Disk, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, &fileio.NotRegularError{Path: path, Mode: fileMode(st.Mode)}
+	}
 	return &Disk{path: path, fd: fd}, nil
+}
+
+// fileMode is the type bits of a stat(2) mode as an fs.FileMode, for the
+// error's wording.
+func fileMode(m uint32) fs.FileMode {
+	switch m & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFDIR:
+		return fs.ModeDir
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		return fs.ModeDevice
+	case unix.S_IFLNK:
+		return fs.ModeSymlink
+	}
+	return fs.ModeIrregular
 }
 
 // Path is the stat file's path.

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"weak"
 
 	"github.com/iosched/iosched/internal/apply"
 	"github.com/iosched/iosched/internal/disklock"
@@ -142,9 +145,40 @@ func (p *Pipeline) LookUpProbe(pol *policy.Policy, dev *sysfs.Device) (ProbeDeci
 	if err != nil {
 		return ProbeDecision{}, err
 	}
-	runner := &probe.Runner{FS: p.FS, StateDir: p.StateDir, Store: probe.OpenStore(p.StateDir, pol.Daemon.ProbeResults)}
-	rep, err := runner.Lookup(full, ProbeOptions(pr), pr.MaxAge)
+	runner := &probe.Runner{FS: p.FS, StateDir: p.StateDir, Store: probe.NewStore(p.StateDir, SeedsOf(pol))}
+	rep, err := runner.Lookup(full, pipeline.ProbeOptions(pr), pr.MaxAge)
 	return ProbeDecision{Rule: rule, Probe: pr, Report: rep}, err
+}
+
+// seeds holds each policy's seeded results while the policy is in use.
+var seeds struct {
+	mu sync.Mutex
+	m  map[weak.Pointer[policy.Policy]]*probe.Seeds
+}
+
+// SeedsOf is pol's seeded probe results ([daemon] probe_results): one
+// probe.Seeds per policy loaded, read once on first use and shared by
+// every lookup under pol, whatever the number of disks; dropped with pol.
+// Its errors are not those of a disk's lookup: whoever loaded pol reports
+// them (probe.Seeds.Err).
+func SeedsOf(pol *policy.Policy) *probe.Seeds {
+	k := weak.Make(pol)
+	seeds.mu.Lock()
+	defer seeds.mu.Unlock()
+	if s := seeds.m[k]; s != nil {
+		return s
+	}
+	if seeds.m == nil {
+		seeds.m = map[weak.Pointer[policy.Policy]]*probe.Seeds{}
+	}
+	s := probe.NewSeeds(pol.Daemon.ProbeResults)
+	seeds.m[k] = s
+	runtime.AddCleanup(pol, func(k weak.Pointer[policy.Policy]) {
+		seeds.mu.Lock()
+		defer seeds.mu.Unlock()
+		delete(seeds.m, k)
+	}, k)
+	return s
 }
 
 // Assessment is a disk with what the policy wants of it, and the plan.

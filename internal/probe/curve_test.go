@@ -243,6 +243,7 @@ func TestStoreBeforeCurves(t *testing.T) {
 		}}
 	}
 	writeSeed(t, filepath.Join(dir, "seeded", "fleet.json"), curved("vdz", []int{1, 4, 16, 64}, now.Add(-48*time.Hour)))
+	s = OpenStore(filepath.Join(dir, "state"), []string{seedGlob}) // seeds are read once per store
 	if r, err := s.Lookup(key, want, now); err != nil || r == nil || r.Device != "vdz" || r.Winner != "mq-deadline" || len(r.Figures[0].Curve) != 4 {
 		t.Errorf("with a seeded curve: %s, %v; want the seeded result with its curve", describe(r), err)
 	}

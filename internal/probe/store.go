@@ -4,16 +4,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/iosched/iosched/internal/fileio"
+	"github.com/iosched/iosched/internal/probe/probeopt"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -102,8 +107,10 @@ type Record struct {
 	// never returns it, so the daemon (and a probe without --fresh)
 	// measure the disk again, once it is idle.
 	Disturbed string `json:"disturbed,omitempty"`
-	// Seeded names the file a seeded record was read from; not stored.
+	// Seeded names the file a seeded record was read from, Entry its
+	// place in it (1 for the first result); neither is stored.
 	Seeded string `json:"-"`
+	Entry  int    `json:"-"`
 }
 
 // RecordOf is what a finished probe leaves to remember.
@@ -125,21 +132,42 @@ func RecordOf(r *Report, at time.Time) Record {
 type storeFile struct {
 	Version int      `json:"version"`
 	Results []Record `json:"results"`
+	// Kernels holds, in probes.json, when each kernel release was last
+	// seen running by a probe that remembered a result (Remember): what
+	// tells a kernel no longer booted (prune).
+	Kernels map[string]time.Time `json:"kernels,omitempty"`
 }
 
 const storeVersion = 1
 
 // Store is the remembered results: StateDir/probes.json, which probes
-// write, and seeded files (globs), read only.
+// write, and seeded files (Seeds), read only.
 type Store struct {
-	path   string
-	seeded []string
+	path  string
+	seeds *Seeds
+	// seedErrs: Lookup returns the seeds' own errors (a file that
+	// cannot be read, a result refused) with its own. A store of shared
+	// seeds leaves them to whoever reports Seeds.Err once.
+	seedErrs bool
 }
 
 // OpenStore returns the store of stateDir with the seeded globs ([daemon]
-// probe_results). Nothing is read until asked.
+// probe_results), for one command's use. Nothing is read until asked.
 func OpenStore(stateDir string, seeded []string) *Store {
-	return &Store{path: filepath.Join(stateDir, "probes.json"), seeded: slices.Clone(seeded)}
+	s := NewStore(stateDir, NewSeeds(seeded))
+	s.seedErrs = true
+	return s
+}
+
+// NewStore returns the store of stateDir with seeds, shared with other
+// stores of the same policy (see Seeds). Nothing is read until asked.
+// Its Lookup leaves out the seeds' own errors (Seeds.Err): they are the
+// same for every disk, and reported once by whoever holds the seeds.
+func NewStore(stateDir string, seeds *Seeds) *Store {
+	if seeds == nil {
+		seeds = NewSeeds(nil)
+	}
+	return &Store{path: filepath.Join(stateDir, "probes.json"), seeds: seeds}
 }
 
 // Path is probes.json's path.
@@ -157,6 +185,14 @@ const (
 // refused) or a seeded file (an administrator's, perhaps a link) of at
 // most max bytes.
 func readStoreFile(path string, own bool, max int64) ([]Record, error) {
+	f, err := readStore(path, own, max)
+	if err != nil {
+		return nil, err
+	}
+	return f.Results, nil
+}
+
+func readStore(path string, own bool, max int64) (*storeFile, error) {
 	read := fileio.Read
 	if own {
 		read = fileio.ReadNoFollow
@@ -172,7 +208,7 @@ func readStoreFile(path string, own bool, max int64) ([]Record, error) {
 	if f.Version != storeVersion {
 		return nil, fmt.Errorf("%s: version %d, want %d", path, f.Version, storeVersion)
 	}
-	return f.Results, nil
+	return &f, nil
 }
 
 // Check tells whether the record could be a probe's result at time now:
@@ -181,17 +217,36 @@ func readStoreFile(path string, own bool, max int64) ([]Record, error) {
 // 2030 would be the newest, and never too old, for years). A seeded file is
 // someone else's, and probes.json can be edited: a record that fails is
 // not used.
+//
+// Every scheduler it names must be one of mainline Linux's, and every
+// figure finite and within the limits above (MaxResultIOPS and the rest),
+// its method within a probe's (probeopt).
 func (r *Record) Check(now time.Time) error {
-	for _, c := range r.Candidates {
-		if !sysfs.ValidSchedulerName(c) {
-			return fmt.Errorf("candidate %q is not a scheduler name", c)
-		}
+	if err := checkMethod(r.Method); err != nil {
+		return err
+	}
+	if math.IsNaN(r.DurationS) || math.IsInf(r.DurationS, 0) || r.DurationS < 0 || r.DurationS > MaxResultDurationS {
+		return fmt.Errorf("duration_s %g is outside 0..%d", r.DurationS, MaxResultDurationS)
+	}
+	if r.Rounds < 0 || r.Rounds > probeopt.MaxRounds {
+		return fmt.Errorf("rounds %d is outside 0..%d", r.Rounds, probeopt.MaxRounds)
+	}
+	if w := r.Winner; w != "" && !slices.Contains(r.Candidates, w) {
+		return fmt.Errorf("winner %q is not one of the candidates %s", w, strings.Join(r.Candidates, ", "))
 	}
 	seen := map[string]bool{}
 	for _, f := range r.Figures {
+		if err := checkFigures(f.Figures); err != nil {
+			return fmt.Errorf("%s: %w", f.Scheduler, err)
+		}
+		for _, rf := range f.Rounds {
+			if err := checkFigures(rf.Figures); err != nil {
+				return fmt.Errorf("%s, round %d: %w", f.Scheduler, rf.Round, err)
+			}
+		}
 		switch {
-		case !sysfs.ValidSchedulerName(f.Scheduler):
-			return fmt.Errorf("%q is not a scheduler name", f.Scheduler)
+		case !knownScheduler(f.Scheduler):
+			return fmt.Errorf("%q is not a scheduler (known: %s)", f.Scheduler, quotedNames(sysfs.MainlineSchedulers()))
 		case !slices.Contains(r.Candidates, f.Scheduler):
 			return fmt.Errorf("a figure for %q, which is not one of the candidates %s", f.Scheduler, strings.Join(r.Candidates, ", "))
 		case seen[f.Scheduler]:
@@ -217,8 +272,8 @@ func checkCurve(curve []CurvePoint, depths []int) error {
 	got := make([]int, len(curve))
 	for i, p := range curve {
 		got[i] = p.Depth
-		if p.ObservedDepth < 0 || p.IOPS < 0 || p.P50us < 0 || p.P99us < 0 {
-			return fmt.Errorf("a negative figure at depth %d", p.Depth)
+		if err := checkPoint(p); err != nil {
+			return err
 		}
 	}
 	if !slices.Equal(got, depths) {
@@ -238,39 +293,74 @@ func (s *Store) Records() ([]Record, error) {
 	return recs, err
 }
 
-// SeededFile is one seeded file's results, as written: Record.Check says
-// which of them may be used.
+// lookupRecords are the remembered results for Lookup: a store of shared
+// seeds (the daemon's, a pipeline's) shares, with the seeds, probes.json
+// as last decoded while the file stays the same (Remember replaces it by
+// a rename: a new inode), so a thousand disks' lookups decode it once.
+// The records are shared: Lookup copies the one it returns.
+func (s *Store) lookupRecords() ([]Record, error) {
+	if s.seedErrs {
+		return s.Records()
+	}
+	return s.seeds.own.records(s.path)
+}
+
+// ownCache is probes.json as last decoded, with the identity of the file
+// it was read from.
+type ownCache struct {
+	mu   sync.Mutex
+	path string
+	id   fileID
+	recs []Record
+}
+
+// fileID tells one version of a file from another: a rename gives a new
+// inode, a write in place a new size or time.
+type fileID struct {
+	dev, ino     uint64
+	size, mtimeN int64
+}
+
+func (c *ownCache) records(path string) ([]Record, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, &fs.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	id := fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtimeN: st.Mtim.Nano()}
+	// Held while reading: lookups at once wait for one decoding.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.path == path && c.id == id {
+		return c.recs, nil
+	}
+	recs, err := readStoreFile(path, true, maxStoreFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.path, c.id, c.recs = path, id, recs
+	return recs, nil
+}
+
+// SeededFile is one seeded file's results that passed Record.Check, each
+// with its Entry in the file.
 type SeededFile struct {
 	Path    string
 	Results []Record
 }
 
-// Seeded reads the seeded files (files of `iosched probe --export`, which
-// [daemon] probe_results names by glob), in glob and name order, with the
-// checks of Lookup: at most 64 MiB each, links allowed (an
-// administrator's file), format version 1. A glob or file that cannot be
-// read is an error, after the files that could.
-func (s *Store) Seeded() ([]SeededFile, error) {
-	var files []SeededFile
-	var errs []error
-	for _, g := range s.seeded {
-		names, err := filepath.Glob(g)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("probe_results %q: %w", g, err))
-			continue
-		}
-		slices.Sort(names)
-		for _, f := range names {
-			recs, err := readStoreFile(f, false, maxSeedFile)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("seeded probe results: %w", err))
-				continue
-			}
-			files = append(files, SeededFile{f, recs})
-		}
-	}
-	return files, errors.Join(errs...)
-}
+// Seeded is the seeded files (files of `iosched probe --export`, which
+// [daemon] probe_results names by glob), in glob and name order, read
+// once (Seeds): at most 64 MiB each, links allowed (an administrator's
+// file), format version 1. A glob or file that cannot be read and a
+// result refused by Record.Check are errors, after the files that could.
+// The files are shared: the caller must not modify them.
+func (s *Store) Seeded() ([]SeededFile, error) { return s.seeds.Files() }
 
 // Want is what a lookup asks for.
 type Want struct {
@@ -292,22 +382,40 @@ type Want struct {
 // its decision is made again with want's choice and margin. A result with
 // want's curve is taken before one from before curves (see Method.serves),
 // wherever each is. It returns nil when there is none (a changed key,
-// another method, or too old). A seeded file that cannot be read is an
-// error, after the lookup (a record found elsewhere is still returned), and
-// so is a record of the key and method that fails Record.Check: it is not
-// used, and the error names its file and its place in it.
+// another method, or too old). A record of probes.json of the key and
+// method that fails Record.Check is not used, and is an error naming the
+// file and its place in it, after the lookup (a record found elsewhere is
+// still returned). The seeded files' results were checked when read
+// (Seeds): their errors come with the lookup's only from a store of its
+// own (OpenStore), not from one of shared seeds (NewStore).
 func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 	var errs []error
-	pick := func(recs []Record, from, file string, beforeCurves bool) *Record {
+	// pick is the newest of recs at positions at (all when nil) that
+	// serves want; checked says the records passed Record.Check when
+	// read (seeds). The record returned is a copy: seeds are shared.
+	pick := func(recs []Record, at []int, checked bool, from, file string, beforeCurves bool) *Record {
 		var best *Record
-		for i := range recs {
+		n := len(recs)
+		if at != nil {
+			n = len(at)
+		}
+		for j := 0; j < n; j++ {
+			i := j
+			if at != nil {
+				i = at[j]
+			}
 			r := &recs[i]
-			if ok, old := r.Method.serves(want.Method); r.Key != key || !ok || old != beforeCurves || r.Disturbed != "" {
+			if r.Key != key {
+				continue // first: serves allocates
+			}
+			if ok, old := r.Method.serves(want.Method); !ok || old != beforeCurves || r.Disturbed != "" {
 				continue
 			}
-			if err := r.Check(now); err != nil {
-				errs = append(errs, fmt.Errorf("%s: result %d (device %s): %w", file, i+1, r.Device, err))
-				continue
+			if !checked {
+				if err := r.Check(now); err != nil {
+					errs = append(errs, fmt.Errorf("%s: result %d (device %s): %w", file, i+1, r.Device, err))
+					continue
+				}
 			}
 			if want.MaxAge > 0 && now.Sub(r.At) > want.MaxAge {
 				continue
@@ -316,30 +424,38 @@ func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 				best = r
 			}
 		}
-		if best != nil {
-			best.Seeded = from
-			best.Decision = DecideFor(want.Choose, want.Margin, want.Incumbent, !want.FirstCandidate, best.Figures)
-			best.Choose, best.Margin, best.Incumbent = want.Choose, want.Margin, want.Incumbent
+		if best == nil {
+			return nil
 		}
-		return best
+		rec := *best
+		rec.Seeded = from
+		rec.Decision = DecideFor(want.Choose, want.Margin, want.Incumbent, !want.FirstCandidate, rec.Figures)
+		rec.Choose, rec.Margin, rec.Incumbent = want.Choose, want.Margin, want.Incumbent
+		return &rec
 	}
 	type file struct {
 		recs       []Record
+		at         []int
+		checked    bool
 		from, name string
 	}
 	var files []file
-	own, err := s.Records()
+	own, err := s.lookupRecords()
 	if err != nil {
 		errs = append(errs, err)
 	}
-	files = append(files, file{own, "", s.path})
+	files = append(files, file{recs: own, name: s.path})
 	read := func() { // the seeded files, once, and only when needed
 		seeded, err := s.Seeded()
-		if err != nil {
+		if err != nil && s.seedErrs {
 			errs = append(errs, err)
 		}
-		for _, f := range seeded {
-			files = append(files, file{f.Results, f.Path, f.Path})
+		for i, f := range seeded {
+			at := s.seeds.index[i][key]
+			if at == nil {
+				continue
+			}
+			files = append(files, file{recs: f.Results, at: at, checked: true, from: f.Path, name: f.Path})
 		}
 	}
 	// With no depths asked, the one pass is of results without a curve.
@@ -349,7 +465,8 @@ func (s *Store) Lookup(key Key, want Want, now time.Time) (*Record, error) {
 	}
 	for i, beforeCurves := range passes {
 		for j := 0; j < len(files); j++ {
-			if r := pick(files[j].recs, files[j].from, files[j].name, beforeCurves); r != nil {
+			f := files[j]
+			if r := pick(f.recs, f.at, f.checked, f.from, f.name, beforeCurves); r != nil {
 				return r, errors.Join(errs...)
 			}
 			if i == 0 && j == 0 {
@@ -390,40 +507,143 @@ func (m Method) serves(want Method) (ok, beforeCurves bool) {
 }
 
 // Remember adds rec to probes.json, replacing any result of the same key
-// and method (and one of that method from before curves). The file is rewritten atomically under a lock, so probes of
-// several disks at once each keep their result.
+// and method (and one of that method from before curves), and prunes the
+// file (prune): it keeps the newest result of each key and method, drops
+// those of a kernel not seen running for KernelRetention, and keeps the
+// file under pruneSize, the oldest results dropped first. The file is
+// rewritten atomically under a lock, so probes of several disks at once
+// each keep their result.
 //
-// A probes.json that cannot be read is moved aside
-// (probes.json.unreadable-TIME) and rec starts a new one: kept in place,
-// it would fail every later Remember. rec is then stored, and the error
-// returned says what was moved where, for a warning.
+// A probes.json larger than its cap (written before pruning existed) is
+// read with a larger one and pruned, not thrown away. One that cannot be
+// read is moved aside (probes.json.unreadable-TIME) and rec starts a new
+// one: kept in place, it would fail every later Remember. rec is then
+// stored, and the error returned says what was moved where, for a
+// warning.
 func (s *Store) Remember(rec Record) error {
 	unlock, err := s.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	recs, rerr := s.Records()
+	f, rerr := readStore(s.path, true, maxStoreFile)
+	if errors.Is(rerr, fileio.ErrTooLarge) {
+		f, rerr = readStore(s.path, true, maxOversizedStoreFile)
+	}
 	var aside error
-	if rerr != nil {
+	switch {
+	case errors.Is(rerr, os.ErrNotExist):
+		f = &storeFile{}
+	case rerr != nil:
 		to := fmt.Sprintf("%s.unreadable-%s", s.path, time.Now().UTC().Format("20060102T150405.000000000Z"))
 		if err := os.Rename(s.path, to); err != nil {
 			return fmt.Errorf("%w; moving it aside: %w", rerr, err)
 		}
 		aside = fmt.Errorf("earlier results unreadable (%w): moved aside to %s, this result starts a new file", rerr, to)
-		recs = nil
+		f = &storeFile{}
 	}
 	// A result of the same curve replaces the older, and so does any
 	// result with a curve one from before curves.
-	recs = slices.DeleteFunc(recs, func(r Record) bool {
+	recs := slices.DeleteFunc(f.Results, func(r Record) bool {
 		ok, _ := r.Method.serves(rec.Method)
 		return r.Key == rec.Key && ok
 	})
 	recs = append(recs, rec)
-	if err := writeStore(s.path, recs); err != nil {
+	kernels := f.Kernels
+	if kernels == nil {
+		kernels = map[string]time.Time{}
+	}
+	if k := rec.Key.Kernel; k != "" {
+		if _, seen := kernels[k]; !seen {
+			// The first result under this kernel: the others ran
+			// until it booted, as far as the file can tell, so their
+			// retention starts now, not at their last result.
+			for _, r := range recs {
+				if r.Key.Kernel != k && rec.At.After(kernels[r.Key.Kernel]) {
+					kernels[r.Key.Kernel] = rec.At
+				}
+			}
+		}
+		if rec.At.After(kernels[k]) {
+			kernels[k] = rec.At
+		}
+	}
+	b, err := prune(recs, kernels, rec.Key.Kernel, rec.At, pruneSize)
+	if err == nil {
+		err = fileio.WriteWith(s.path, b, fileio.Options{Sync: true})
+	}
+	if err != nil {
 		return errors.Join(aside, err)
 	}
 	return aside
+}
+
+// KernelRetention is how long the results of a kernel release no longer
+// seen running are kept: a machine that boots back into an older kernel
+// within it (a rollback, a dual boot) still finds them.
+const KernelRetention = 30 * 24 * time.Hour
+
+// Sizes of probes.json: prune keeps it under pruneSize, well below
+// maxStoreFile, the most it is read at; one over that (written before
+// pruning) is read at up to maxOversizedStoreFile to be pruned.
+const (
+	pruneSize             = maxStoreFile * 3 / 4
+	maxOversizedStoreFile = 4 * maxStoreFile
+)
+
+// prune is probes.json's content for recs: the newest result of each key
+// and method, without those of kernels other than running that neither
+// ran nor were probed within KernelRetention before now (kernels holds
+// when each last ran), and, while the file would be larger than max, with
+// the oldest results dropped, the newest always kept.
+func prune(recs []Record, kernels map[string]time.Time, running string, now time.Time, max int) ([]byte, error) {
+	newest := map[string]int{}
+	var kept []Record
+	for _, r := range recs {
+		id := r.Key.String() + "\x00" + methodID(r.Method)
+		if i, ok := newest[id]; ok {
+			if r.At.After(kept[i].At) {
+				kept[i] = r
+			}
+			continue
+		}
+		newest[id] = len(kept)
+		kept = append(kept, r)
+	}
+	lastRan := maps.Clone(kernels)
+	for _, r := range kept {
+		if r.At.After(lastRan[r.Key.Kernel]) {
+			lastRan[r.Key.Kernel] = r.At
+		}
+	}
+	kept = slices.DeleteFunc(kept, func(r Record) bool {
+		k := r.Key.Kernel
+		return k != running && now.Sub(lastRan[k]) > KernelRetention
+	})
+	for k, at := range kernels {
+		if k != running && now.Sub(at) > KernelRetention {
+			delete(kernels, k)
+		}
+	}
+	// Oldest first: what the size cap drops.
+	slices.SortStableFunc(kept, func(a, b Record) int { return a.At.Compare(b.At) })
+	for {
+		b, err := encodeStore(storeFile{Version: storeVersion, Results: kept, Kernels: kernels})
+		if err != nil || len(b) <= max || len(kept) <= 1 {
+			return b, err
+		}
+		// Drop the share of results the excess is, and one more.
+		drop := min(len(kept)-1, int(int64(len(kept))*int64(len(b)-max)/int64(len(b)))+1)
+		kept = kept[drop:]
+	}
+}
+
+// methodID identifies a method: the same engine, depth, block size,
+// curve depths and set of candidates.
+func methodID(m Method) string {
+	c := slices.Clone(m.Candidates)
+	slices.Sort(c)
+	return fmt.Sprintf("%s/%d/%d/%s/%s", m.Engine, m.Depth, m.BlockSize, fmtInts(m.Depths), strings.Join(c, ","))
 }
 
 // Export writes the remembered results to path, in the shape [daemon]
@@ -440,11 +660,19 @@ func (s *Store) Export(path string) (int, error) {
 }
 
 func writeStore(path string, recs []Record) error {
-	b, err := json.MarshalIndent(storeFile{Version: storeVersion, Results: recs}, "", "  ")
+	b, err := encodeStore(storeFile{Version: storeVersion, Results: recs})
 	if err != nil {
 		return err
 	}
-	return fileio.WriteWith(path, append(b, '\n'), fileio.Options{Sync: true})
+	return fileio.WriteWith(path, b, fileio.Options{Sync: true})
+}
+
+func encodeStore(f storeFile) ([]byte, error) {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
 }
 
 func (s *Store) lock() (func(), error) {

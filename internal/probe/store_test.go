@@ -106,6 +106,8 @@ func TestStore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "seeded", "broken.json"), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The seeds are read once per store: a new one reads the new file.
+	s2 = OpenStore(filepath.Join(dir, "state2"), []string{filepath.Join(dir, "seeded", "*.json")})
 	r, err = s2.Lookup(key, want, later)
 	if r == nil || err == nil || !strings.Contains(err.Error(), "broken.json") {
 		t.Errorf("with a broken seeded file: %+v, %v", r, err)
@@ -196,7 +198,7 @@ func TestStoreRefusesForgedResults(t *testing.T) {
 		{"a date in the future", Record{Key: key, Device: "vdb", At: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Method: method, Figures: good},
 			"dated 2030-01-01T00:00:00Z, in the future"},
 		{"a name the kernel cannot have", Record{Key: key, Device: "vdb", At: now.Add(-time.Hour), Method: method, Figures: escape},
-			`"none\x1b[2J" is not a scheduler name`},
+			`"none\x1b[2J" is not a scheduler (known: "none", "mq-deadline", "kyber", "bfq")`},
 		{"a scheduler measured twice", Record{Key: key, Device: "vdb", At: now.Add(-time.Hour), Method: method, Figures: twice},
 			`two figures for "none"`},
 	} {
@@ -206,7 +208,7 @@ func TestStoreRefusesForgedResults(t *testing.T) {
 			s := OpenStore(filepath.Join(dir, "state"), []string{filepath.Join(dir, "seeded", "*.json")})
 			writeSeed(t, seed, Record{Key: key, Device: "vdz", At: now.Add(-2 * time.Hour), Method: method, Figures: good}, c.rec)
 			r, err := s.Lookup(key, want, now)
-			if err == nil || !strings.Contains(err.Error(), seed+": result 2 (device vdb): "+c.why) {
+			if err == nil || !strings.Contains(err.Error(), seed+": result 2 (device vdb): not used: "+c.why) {
 				t.Errorf("Lookup error = %v, want one naming %s, result 2 and %s", err, seed, c.why)
 			}
 			// The valid entry is used, the forged one is not.
@@ -283,8 +285,11 @@ func TestSeeded(t *testing.T) {
 		}
 		return p
 	}
-	b := write("b.json", `{"version": 1, "results": [{"device": "vdb"}]}`)
-	a := write("a.json", `{"version": 1, "results": [{"device": "vda"}, {"device": "vdc"}]}`)
+	rec := func(dev string) string {
+		return `{"device": "` + dev + `", "engine": "psync", "depth": 32, "block_size": 4096, "candidates": ["none", "mq-deadline"]}`
+	}
+	b := write("b.json", `{"version": 1, "results": [`+rec("vdb")+`]}`)
+	a := write("a.json", `{"version": 1, "results": [`+rec("vda")+`, `+rec("vdc")+`]}`)
 	v2 := write("c.json", `{"version": 2, "results": []}`)
 	bad := write("d.json", `{"version": 1,`)
 	write("e.txt", `not a seed`)
@@ -299,7 +304,7 @@ func TestSeeded(t *testing.T) {
 	if want := []string{"a.json:vda", "a.json:vdc", "b.json:vdb"}; !slices.Equal(got, want) || files[0].Path != a || files[1].Path != b {
 		t.Errorf("seeded: %v, want %v", got, want)
 	}
-	if err == nil || !strings.Contains(err.Error(), v2+": version 2, want 1") || !strings.Contains(err.Error(), bad+": unexpected end of JSON input") {
+	if err == nil || !strings.Contains(err.Error(), v2+": version 2, want 1") || !strings.Contains(err.Error(), bad+": unexpected EOF") {
 		t.Errorf("err = %v; want c.json's version and d.json's JSON named", err)
 	}
 	if _, err := OpenStore(dir, []string{"["}).Seeded(); err == nil || !strings.Contains(err.Error(), `probe_results "["`) {

@@ -66,6 +66,9 @@ type PolicyState struct {
 	UeventSource      string   `json:"uevent_source"`
 	ReconcileInterval string   `json:"reconcile_interval"`
 	RestoreOnExit     bool     `json:"restore_on_exit"`
+	// SeedErrors are the errors of the seeded probe results ([daemon]
+	// probe_results): a file not read, a result refused, each named.
+	SeedErrors []string `json:"seed_errors,omitempty"`
 }
 
 // Reload is the outcome of one SIGHUP.

@@ -117,7 +117,7 @@ func scsiTransport(resolved, root string) string {
 		if !scsiHostRe.MatchString(base) {
 			continue
 		}
-		if b, err := os.ReadFile(filepath.Join(dir, "scsi_host", base, "proc_name")); err == nil {
+		if b, err := readFile(filepath.Join(dir, "scsi_host", base, "proc_name")); err == nil {
 			if name := strings.TrimSpace(string(b)); name != "" && name != "(null)" {
 				if alias, ok := transportAlias[name]; ok {
 					return alias
@@ -162,7 +162,7 @@ func hostController(dir, root string) string {
 		switch {
 		case virtioDevRe.MatchString(base):
 			if driver == "" {
-				if b, err := os.ReadFile(filepath.Join(dir, "device")); err == nil && strings.TrimSpace(string(b)) == virtioSCSIID {
+				if b, err := readFile(filepath.Join(dir, "device")); err == nil && strings.TrimSpace(string(b)) == virtioSCSIID {
 					driver = "virtio_scsi"
 				}
 			}

@@ -15,6 +15,30 @@ import (
 // (fs/sysfs/file.c, sysfs_kf_seq_show).
 const maxAttr = 4096
 
+// readNonBlocking adds O_NONBLOCK to a read-only open. Opening a FIFO for
+// reading waits for a writer, perhaps for ever, in a system call no
+// signal ends; a copied tree (--sysfs) can hold one where an attribute
+// should be. Opened so, it returns at once and reads as empty (no writer)
+// or fails with EAGAIN. sysfs attributes and regular files ignore the
+// flag: kernfs reads never wait.
+func readNonBlocking(flags int) int {
+	if flags&unix.O_ACCMODE == unix.O_RDONLY {
+		flags |= unix.O_NONBLOCK
+	}
+	return flags
+}
+
+// readFile reads a file of at most a page outside the disk's own
+// directory (a SCSI host's proc_name, a virtio device's id, a uevent)
+// with readNonBlocking's open.
+func readFile(path string) ([]byte, error) {
+	fd, err := openAttr(path, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	return readFD(fd, path)
+}
+
 // readInRoot reads the attribute at rel below the root, confined to it,
 // with open, one read and close: sysfs hands over the whole value in the
 // first read, and os.ReadFile's extra fstat, second read and poller
@@ -65,6 +89,7 @@ func (s FS) writeInRoot(rel string, value []byte) error {
 }
 
 func openAttr(path string, flags int) (int, error) {
+	flags = readNonBlocking(flags)
 	fd, err := retryEINTR(func() (int, error) { return unix.Open(path, flags|unix.O_CLOEXEC, 0) })
 	if err != nil {
 		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
@@ -96,6 +121,7 @@ var errNoOpenat2 = errors.New("openat2 unavailable")
 // openat2 because it cannot inspect its mode argument, and older systemd
 // answers EPERM to system calls it does not know.
 func openat2(dirfd int, rel string, flags int, resolve uint64) (int, error) {
+	flags = readNonBlocking(flags)
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolve | unix.RESOLVE_NO_MAGICLINKS}
 	for {
 		fd, err := retryEINTR(func() (int, error) { return unix.Openat2(dirfd, rel, &how) })
@@ -175,6 +201,7 @@ func (s FS) openDir(rel string) (fd int, confined bool, err error) {
 
 // openatRetry opens rel from the directory dirfd, following links.
 func openatRetry(dirfd int, rel string, flags int) (int, error) {
+	flags = readNonBlocking(flags)
 	fd, err := retryEINTR(func() (int, error) { return unix.Openat(dirfd, rel, flags|unix.O_CLOEXEC, 0) })
 	if err != nil {
 		return -1, &fs.PathError{Op: "open", Path: rel, Err: err}

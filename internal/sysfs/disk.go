@@ -347,7 +347,7 @@ func partitionOf(dir string) (disk string, ok bool) {
 	if _, err := os.Lstat(filepath.Join(dir, "partition")); err == nil {
 		return "", true
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "uevent")); err == nil && ueventValue(b, "DEVTYPE") == "partition" {
+	if b, err := readFile(filepath.Join(dir, "uevent")); err == nil && ueventValue(b, "DEVTYPE") == "partition" {
 		return "", true
 	}
 	return "", false

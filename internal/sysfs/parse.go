@@ -44,6 +44,10 @@ func ParseScheduler(b []byte) (active string, offered []string, err error) {
 	return active, offered, nil
 }
 
+// MainlineSchedulers are the elevators mainline Linux has (block/:
+// mq-deadline.c, kyber-iosched.c, bfq-iosched.c) and "none".
+func MainlineSchedulers() []string { return []string{"none", "mq-deadline", "kyber", "bfq"} }
+
 // ValidSchedulerName reports whether s looks like a kernel elevator name:
 // lower-case letters, digits, '-' and '_', at most 15 bytes
 // (ELV_NAME_MAX is 16 with the NUL, include/linux/elevator.h).
