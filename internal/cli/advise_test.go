@@ -131,7 +131,7 @@ func TestAdviseFakeTree(t *testing.T) {
 // past every signal.
 func TestAdviseFIFO(t *testing.T) {
 	t.Parallel()
-	root := treetest.Copy(t, "../testdata/sysfs/cloud")
+	root := treetest.Copy(t, "../../testdata/sysfs/cloud")
 	stat := filepath.Join(root, "block", "vda", "stat")
 	if err := unix.Mkfifo(stat, 0o644); err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestAdviseFIFO(t *testing.T) {
 func TestAdviseBadFlag(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--interval", "abc"}, {"--json=maybe"}, {"--no-such-flag"}} {
-		_, errb, code := runMain(t, append([]string{"--sysfs", "../testdata/sysfs/cloud", "advise"}, args...)...)
+		_, errb, code := runMain(t, append([]string{"--sysfs", "../../testdata/sysfs/cloud", "advise"}, args...)...)
 		if code != 2 || !strings.Contains(string(errb), strings.TrimPrefix(strings.SplitN(args[0], "=", 2)[0], "--")) {
 			t.Errorf("advise %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errb)
 		}
@@ -198,7 +198,7 @@ func TestAdviseBadFlag(t *testing.T) {
 // the result. Before, it printed "favours frobnicate by 15%".
 func TestAdviseRefusesAnUnknownScheduler(t *testing.T) {
 	t.Parallel()
-	fs, err := sysfs.NewFS("../testdata/sysfs/cloud")
+	fs, err := sysfs.NewFS("../../testdata/sysfs/cloud")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 func buildIosched(t *testing.T, cgo bool) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "iosched")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/iosched")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/iosched")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if cgo {
 		build.Env = append(os.Environ(), "CGO_ENABLED=1")

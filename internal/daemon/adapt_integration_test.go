@@ -404,7 +404,7 @@ guard = false
 func buildIosched(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "iosched")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/iosched").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/iosched").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin

@@ -146,7 +146,7 @@ func (p *Pipeline) LookUpProbe(pol *policy.Policy, dev *sysfs.Device) (ProbeDeci
 		return ProbeDecision{}, err
 	}
 	runner := &probe.Runner{FS: p.FS, StateDir: p.StateDir, Store: probe.NewStore(p.StateDir, SeedsOf(pol))}
-	rep, err := runner.Lookup(full, pipeline.ProbeOptions(pr), pr.MaxAge)
+	rep, err := runner.Lookup(full, ProbeOptions(pr), pr.MaxAge)
 	return ProbeDecision{Rule: rule, Probe: pr, Report: rep}, err
 }
 

@@ -126,7 +126,7 @@ func TestRunnerAsksForProcs(t *testing.T) {
 // without FlatAt (asked so) do not.
 func TestRunnerFlatResult(t *testing.T) {
 	t.Parallel()
-	fs, err := sysfs.NewFS("../testdata/sysfs/cloud")
+	fs, err := sysfs.NewFS("../../testdata/sysfs/cloud")
 	if err != nil {
 		t.Fatal(err)
 	}
