@@ -489,6 +489,13 @@ func TestAdaptNotWhileAnotherHoldsTheDisk(t *testing.T) {
 	freed := time.Now()
 	release()
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	// The sampler reports its sample after it has asked for the switch's
+	// pass, which may write first.
+	waitFor(t, 5*time.Second, "the switching sample reported", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(switched) > 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(switched) != 1 || switched[0].Sub(freed) < 400*time.Millisecond { // a window, but for the sample spanning the release
