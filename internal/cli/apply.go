@@ -134,8 +134,8 @@ type resultJSON struct {
 }
 
 // applyParallel bounds how many disks apply reads and writes at once. A
-// scheduler switch blocks its thread ~25 ms in the kernel waiting for RCU
-// grace periods, and switches made at once wait for the same ones: the more
+// scheduler switch blocks its thread in the kernel waiting for RCU grace
+// periods, and switches made at once wait for the same ones: the more
 // disks in flight, the closer apply comes to one wait for all (measured in
 // contrib/bench/README.md). Each holds an OS thread, a few KiB, for the
 // life of a short process.

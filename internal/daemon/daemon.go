@@ -69,10 +69,10 @@ type Config struct {
 	// rule that overrode the policy (default "/").
 	RulesRoot string
 	// Parallel bounds how many disks are handled at once (default 64).
-	// A scheduler switch blocks its thread ~25 ms in the kernel waiting
-	// for RCU grace periods, which overlap across disks, so a burst is
-	// handled many disks at once; but each disk in flight holds a thread
-	// blocked in the kernel and its pass's memory, ~40 KiB together. The
+	// A scheduler switch blocks its thread in the kernel waiting for RCU
+	// grace periods, which overlap across disks, so a burst is handled
+	// many disks at once; but each disk in flight holds a thread blocked
+	// in the kernel and its pass's memory. The
 	// default is where more at once stopped paying for its memory
 	// (contrib/bench/README.md has the measurements).
 	Parallel int

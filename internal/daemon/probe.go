@@ -26,10 +26,9 @@ import (
 //
 // A probe switches the disk's scheduler back and forth, so while one runs
 // the daemon writes nothing to that disk: its passes are skipped. Two
-// scheduler switches at once on one queue must never happen: on kernel
-// 6.18.44 they oopsed it (general protection fault in blk_mq_free_rqs; see
-// contrib/bench/README.md, "Two scheduler switches at once on one queue
-// oops this kernel").
+// scheduler switches at once on one queue must never happen: they can oops
+// the kernel (contrib/bench/README.md, "Two scheduler switches at once on
+// one queue oops this kernel").
 
 const schedulerAttr = "scheduler"
 

@@ -47,11 +47,10 @@ func (d *Daemon) recheck(l *eventLoop, ev uevent.Event) {
 // udevd runs and one of its rules could write a setting this plan makes.
 // Writing first would be undone by the rule, cost a queue freeze more
 // each way, and race udevd's own write: two scheduler switches at once on
-// one queue oopsed kernel 6.18.44 in blk_mq_free_rqs (sysfs: "cannot
-// create duplicate filename .../queue/iosched") and left the disk
-// impossible to remove (contrib/bench/README.md, "Two scheduler switches
-// at once on one queue oops this kernel"). udevd's processed event brings the pass that
-// writes; if none comes within udevfollow.DefaultGrace, a pass is asked for anyway.
+// one queue can oops the kernel and leave the disk impossible to remove
+// (contrib/bench/README.md, "Two scheduler switches at once on one queue
+// oops this kernel"). udevd's processed event brings the pass that writes;
+// if none comes within udevfollow.DefaultGrace, a pass is asked for anyway.
 func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	if !j.kernelEvent || j.afterUdev || !d.follow.Following() || d.follow.NoUdevd() != nil {
 		return false

@@ -26,12 +26,10 @@ import (
 // 20 loops the policy and the udev rule both match, and a control loop only
 // the rule matches, to show what udevd does with no daemon in its way. The
 // test takes the first block with no device in it: a loop left in the
-// kernel by an earlier run must not fail the test, nor be written by it.
-// That happens: on kernel 6.18.44 this test (udevd's worker and the daemon
-// switching one loop's scheduler at the same moment) once made the kernel
-// oops in elevator_change_done (a second queue/iosched directory, then a
-// fault freeing the old scheduler's tags), and the loop's removal then
-// waited in del_gendisk for good.
+// kernel by an earlier run must not fail the test, nor be written by it:
+// two scheduler switches at once on one loop can oops the kernel and leave
+// the loop impossible to remove (contrib/bench/README.md, "Two scheduler
+// switches at once on one queue oops this kernel").
 const (
 	udevdLoops      = 20
 	udevdRangeFirst = 5900

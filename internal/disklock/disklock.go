@@ -23,7 +23,7 @@ import (
 //
 // One file for every disk, never removed, open once per Locks: a file a
 // disk, created and removed around each of the daemon's writes, made a
-// burst of 1000 new disks three times slower, and a descriptor a write
+// burst of new disks several times slower, and a descriptor a write
 // would hold as many at once as disks are written at once (the process's
 // descriptor table, growing, waits for an RCU grace period each time it
 // doubles); see contrib/bench/README.md, "The disks' locks around the

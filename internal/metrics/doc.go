@@ -7,10 +7,9 @@
 // the daemon shows in its status.
 //
 // The format is written by hand, not with client_golang: linking
-// client_golang into the daemon raised its resident memory by 3.7 MiB and
-// its peak with 1000 disks above the daemon's 20 MiB target (measured with
-// contrib/bench/run.sh; figures in contrib/bench/README.md), for a file of
-// a few dozen lines. Its tests parse the output with
+// client_golang into the daemon put its memory with a burst of new disks
+// over the daemon's target (contrib/bench/README.md, "Constants"), for a
+// file of a few dozen lines. Its tests parse the output with
 // github.com/prometheus/common/expfmt, node_exporter's own parser, so the
 // format is still checked against Prometheus's.
 package metrics

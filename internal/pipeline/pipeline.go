@@ -43,8 +43,8 @@ type Scope struct {
 }
 
 // Needs is what pol tests and sets, and no more: plan, apply and the
-// daemon's passes on 1000 disks cost a few files each, where every fact is
-// 29 opens a disk and the NOWAIT test opens its device node.
+// daemon's passes cost a few files a disk, where reading every fact opens
+// dozens and the NOWAIT test opens the disk's device node.
 func Needs(pol *policy.Policy) Scope {
 	return Scope{Facts: pol.Needs(), NoWait: pol.UsesNoWait()}
 }

@@ -28,9 +28,9 @@ func (o *Options) fill() { o.Options = o.WithDefaults() }
 const (
 	// busySample is how long the disk's stat is watched for others' I/O.
 	busySample = 200 * time.Millisecond
-	// switchAllowance covers one scheduler switch: ~24 ms measured here
-	// (the queue is frozen and RCU grace periods waited for), more on a
-	// loaded machine.
+	// switchAllowance covers one scheduler switch (the queue is frozen and
+	// RCU grace periods waited for, contrib/bench/README.md), with room
+	// for a loaded machine.
 	switchAllowance = 150 * time.Millisecond
 	// restoreAllowance covers putting the originals back at the end.
 	restoreAllowance = 300 * time.Millisecond

@@ -21,8 +21,8 @@ func newPsyncEngine() (Engine, error) { return psyncEngine{}, nil }
 
 // psyncProcs: each reader returning from pread needs a P to time its read
 // and issue the next; with fewer Ps than readers they queue for one, and
-// the queueing is measured as the disk's latency (p99.9 of 29 ms against
-// 0.1 ms measured on a 2-CPU machine with 8 readers). fio's threads have
+// the queueing is measured as the disk's latency, its tail most of all.
+// fio's threads have
 // no such queue: every reader wants a P, and one more for the rest of the
 // process. GOMAXPROCS is the process's, so the engine does not set it: its
 // caller is asked (Runner.Procs).

@@ -16,7 +16,7 @@ import (
 
 // A burst of disks blocks one OS thread per disk in flight, each waiting in
 // the kernel for a scheduler switch, and Go keeps every thread it ever made
-// (each ~18 KiB resident), and the heap the burst used
+// (each resident), and the heap the burst used
 // (contrib/bench/README.md has the measurements).
 
 // KeepThreads is how many threads an idle daemon needs: GOMAXPROCS running threads,

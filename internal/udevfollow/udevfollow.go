@@ -4,9 +4,8 @@
 //
 // The daemon acts on the kernel's uevent within milliseconds; udevd acts on
 // the same uevent later, and a udev rule that writes a queue attribute
-// (ATTR{queue/scheduler}="bfq") then undoes the policy: with such a rule and
-// 20 hot-plugged loops, 14 to 20 ended on the rule's value, until the next
-// reconcile. udevd re-broadcasts each event once it has run every rule (and
+// (ATTR{queue/scheduler}="bfq") then undoes the policy on a hot-plugged
+// disk until the next reconcile. udevd re-broadcasts each event once it has run every rule (and
 // RUN program) for it, on the udev netlink group: the daemon listens there
 // too and checks the disk again, read-only, writing only what moved. No
 // udevd, no message: an idle daemon still costs nothing.
@@ -95,8 +94,8 @@ func (f *Follower) Events() <-chan uevent.Event {
 
 // DefaultGrace is how long a disk left to udevd waits for udevd's event
 // before the daemon acts anyway (udevd may be stuck, or the rule may not
-// apply after all): udevd handled 1000 new disks at once in 1.2-1.4 s on a
-// 2 vCPU guest (contrib/bench/README.md).
+// apply after all). It must be longer than udevd takes for a burst of new
+// disks (contrib/bench/README.md, "Constants").
 const DefaultGrace = 2 * time.Second
 
 // AfterGrace runs fn after wait, unless StopGraces comes first.

@@ -147,8 +147,9 @@ type vars struct {
 
 // scanKernel reads a kernel uevent ("action@devpath\0KEY=value\0...") for
 // the variables the daemon uses. go-udev's ParseUEvent builds a map of
-// every variable, ~6 KiB of garbage an event: half of what the daemon
-// allocated in a burst of 1000 new disks. The format checks are
+// every variable, garbage that was a large share of what the daemon
+// allocated in a burst of new disks (contrib/bench/README.md). The format
+// checks are
 // ParseUEvent's (one '@' in the header, '=' in every variable), and every
 // variable must end with its NUL, as the kernel's all do.
 func scanKernel(raw []byte) (vars, error) {
