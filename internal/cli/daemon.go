@@ -67,8 +67,8 @@ the socket's buffer (ENOBUFS) makes it rescan every disk; any other socket error
 reconnect with backoff, then rescan. While udevd runs and one of its rules writes
 a setting the policy makes on a new or changed disk, the disk is left to udevd
 first and written once udevd is done with it (at most 2 s later): one scheduler
-switch instead of three, and never two at once on one queue (that crashed Linux
-6.18: a general protection fault in blk_mq_free_rqs). SIGHUP's policy is read
+switch instead of three, and never two at once on one queue (two at once can
+crash the kernel). SIGHUP's policy is read
 off the event loop (a read that takes over 10 s is refused); iosched reload sends
 SIGHUP and waits until every disk is re-planned.
 
