@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/internal/adapt"
+	"github.com/iosched/iosched/internal/devnode"
 	"github.com/iosched/iosched/internal/observe"
 	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/policy"
@@ -32,7 +33,9 @@ func newAdviseCmd(e *env) *cobra.Command {
 what the disk did, like iostat -x: its scheduler, reads and writes a second,
 the reads' share, the mean request size, the mean latency of a read or
 write, how much of the time it was busy, the mean requests in flight over
-the interval (depth) and while it was busy (busy depth).
+the interval (depth) and while it was busy (busy depth). Over the same
+seconds r/s and w/s are iostat's, DEPTH its aqu-sz and BUSY% its %util
+(which iostat does not cap at 100).
 
 Where a probe result for a disk like it exists (--state-dir's probes.json,
 else the policy's [daemon] probe_results), advise reads each candidate's
@@ -50,15 +53,20 @@ another candidate, else with the runner-up:
 Without a result it prints the probe command that would measure one,
 with its time bound; an idle disk (no I/O completed) gets no verdict.
 
-Read-only: nothing is written, no disk node is opened, no daemon is
-needed. Without DEVICE, every disk in /sys/block.
+A disk whose driver takes no NOWAIT I/O is said plainly: io_uring hands
+every read and write on it to worker threads.
+
+Read-only: nothing is written, no daemon is needed; a disk's node is
+opened only for the NOWAIT test, which reads no data. Without DEVICE,
+every disk in /sys/block.
 
 --json: {"interval_s", "devices": [{"name", "scheduler", "iops",
 "read_iops", "write_iops", "read_fraction", "mean_size_bytes",
 "latency_us", "busy", "queue_depth", "busy_depth", "favoured", "gain",
-"basis"}]}: queue_depth is the mean requests in flight over the interval,
+"basis", "nowait", "nowait_note"}]}: queue_depth is the mean requests in flight over the interval,
 busy_depth the same while busy; favoured and gain (0.52 for 1.52x) are
-null without a basis, and basis then says why.
+null without a basis, and basis then says why; nowait is null when not
+tested, and nowait_note says why, or what no NOWAIT support means.
 
 Exit status: 0; 1 when a disk could not be sampled (it is named, with
 why); 2 for a bad flag.`,
@@ -107,6 +115,7 @@ why); 2 for a bad flag.`,
 					continue
 				}
 				r.judge(fs, src)
+				r.testNoWait(fs, advisedNodes{devnode.NodesFor(e.sysfsRoot, e.devDir)})
 			}
 			warned := map[string]bool{}
 			for _, err := range src.errs {
@@ -161,6 +170,10 @@ type adviceRow struct {
 	Gain          *float64 `json:"gain"`
 	// Basis is what the verdict rests on, or why there is none.
 	Basis string `json:"basis"`
+	// NoWait is whether the driver takes NOWAIT I/O (nil: not tested);
+	// NoWaitNote why it was not tested, or what its absence means.
+	NoWait     *bool  `json:"nowait"`
+	NoWaitNote string `json:"nowait_note,omitempty"`
 	// Error is why the disk could not be sampled.
 	Error string `json:"error,omitempty"`
 
@@ -391,6 +404,9 @@ func renderAdvice(w io.Writer, interval time.Duration, rows []adviceRow) {
 			fmt.Fprintf(w, "%s: favours %s by %.0f%%: %s\n", printable(r.Name), *r.Favoured, 100**r.Gain, printable(r.Basis))
 		default:
 			fmt.Fprintf(w, "%s: %s\n", printable(r.Name), printable(r.Basis))
+		}
+		if r.err == nil && r.NoWait != nil && !*r.NoWait {
+			fmt.Fprintf(w, "%s: %s\n", printable(r.Name), r.NoWaitNote)
 		}
 	}
 }

@@ -96,6 +96,24 @@ func Start(t testing.TB, n int, p Profile, size int64) *Emulated {
 	return e
 }
 
+// StartIn runs profile p as the lowest-numbered loop device of first..last
+// (the caller's range of internal/looptest) that does not exist yet, so a
+// test that starts several disks takes numbers only from its own range,
+// never past it. It fails t when every number of the range is taken.
+func StartIn(t testing.TB, first, last int, p Profile, size int64) *Emulated {
+	t.Helper()
+	if first < MinLoop || last < first {
+		t.Fatalf("loop range %d-%d: want %d <= first <= last", first, last, MinLoop)
+	}
+	for n := first; n <= last; n++ {
+		if _, err := os.Stat("/sys/block/" + looptest.Name(n)); errors.Is(err, os.ErrNotExist) {
+			return Start(t, n, p, size)
+		}
+	}
+	t.Fatalf("every loop device of %d-%d exists: no number left in the range for %s", first, last, p.Name)
+	return nil
+}
+
 // stop asks the child to stop (it removes its loop and unmounts), and
 // removes the loop itself if the child could not.
 func (e *Emulated) stop(t testing.TB, n int) {
