@@ -354,8 +354,8 @@ func (d *Daemon) sampleDue(now time.Time) {
 		if act.news {
 			d.markChanged()
 		}
-		if d.cfg.adaptSampled != nil {
-			d.cfg.adaptSampled(act.name, act.point, act.dec, act.scheduler)
+		if d.cfg.hooks.adaptSampled != nil {
+			d.cfg.hooks.adaptSampled(act.name, act.point, act.dec, act.scheduler)
 		}
 	}
 }

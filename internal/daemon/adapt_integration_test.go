@@ -195,7 +195,7 @@ func TestIntegrationAdaptPhased(t *testing.T) {
 	log := &sampleLog{name: name}
 	log.enter("start", 0)
 	r := start(t, adaptivePolicy(name, seeds, phasedSample.String(), phasedWindow.String(), "", ""), withStateDir(t.TempDir()),
-		func(c *Config) { c.adaptSampled = log.hook })
+		func(c *Config) { c.hooks.adaptSampled = log.hook })
 	if csv := os.Getenv("IOSCHED_PHASED_CSV"); csv != "" {
 		t.Cleanup(func() { log.writeCSV(t, csv) })
 	}
@@ -339,7 +339,7 @@ margin = "20%%"
 min_interval = "0s"
 guard = false
 `, name, phasedSample.String(), phasedWindow.String())
-	r := start(t, pol, withStateDir(t.TempDir()), func(c *Config) { c.adaptSampled = log.hook })
+	r := start(t, pol, withStateDir(t.TempDir()), func(c *Config) { c.hooks.adaptSampled = log.hook })
 	// The probe's budget has little room for a disk whose reads take a
 	// millisecond (about 5.0 s of its 5.3 s here, more on a loaded
 	// machine): one that ran out of it is tried again by a reload, as an

@@ -242,7 +242,7 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 	var switches []string
 	r, _ := fakeDaemonWith(t, pol, func(c *Config) {
 		c.FS = fs
-		c.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
+		c.hooks.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
 			if dec.Switch {
 				mu.Lock()
 				switches = append(switches, dec.From+"->"+dec.To)
@@ -346,9 +346,9 @@ func TestAdaptLimitsOutliveTheDaemon(t *testing.T) {
 		r := start(t, policyText, func(c *Config) {
 			c.FS = fs
 			c.StateDir = state
-			c.dial = newFakeDialer(ueventtest.NewConn()).dial
-			c.stateDebounce = 10 * time.Millisecond
-			c.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
+			c.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
+			c.hooks.stateDebounce = 10 * time.Millisecond
+			c.hooks.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
 				if dec.Switch {
 					mu.Lock()
 					switches = append(switches, dec.From+"->"+dec.To)
@@ -461,7 +461,7 @@ func TestAdaptNotWhileAnotherHoldsTheDisk(t *testing.T) {
 	var switched []time.Time
 	r, _ := fakeDaemonWith(t, adaptivePolicy("loop20000", seeds, "100ms", "500ms", "", ""), func(c *Config) {
 		c.FS = fs
-		c.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
+		c.hooks.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
 			if dec.Switch {
 				mu.Lock()
 				switched = append(switched, p.At)

@@ -348,7 +348,7 @@ func TestRestoreOnExit(t *testing.T) {
 	writeFile(t, filepath.Join(r.stateDir, "originals.json"), string(saved))
 	r2 := start(t, policy, func(cfg *Config) {
 		cfg.FS = r.d.fs
-		cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
+		cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
 		cfg.StateDir = r.stateDir
 	})
 	if n := len(r2.log.Lines("msg=set")); n != 0 {
@@ -383,7 +383,7 @@ scheduler = "mq-deadline"
 `, loopGlob), func(cfg *Config) {
 		cfg.FS = fs
 		cfg.UdevDataDir = db
-		cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
+		cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
 	})
 	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
 		t.Errorf("loop20000, tagged in udev's database: scheduler %s", got)
@@ -402,7 +402,7 @@ func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	r, c := fakeDaemonWith(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), func(cfg *Config) {
-		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+		cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			if dev.Name == "loop20000" && stuck.Load() {
 				entered <- struct{}{}
 				<-release
@@ -482,7 +482,7 @@ func TestReadyWaitsForEveryReload(t *testing.T) {
 			entered := make(chan struct{}, 1)
 			step := make(chan struct{})
 			r, _ := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-				cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+				cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 					if hold.Load() {
 						entered <- struct{}{}
 						<-step
@@ -530,7 +530,7 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		entered := make(chan struct{}, 1)
 		release := make(chan struct{})
 		r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-			cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+			cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 				if hold.CompareAndSwap(true, false) {
 					entered <- struct{}{}
 					<-release
@@ -605,7 +605,7 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	t.Cleanup(unblock)
 	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), func(cfg *Config) {
 		cfg.StopTimeout = 300 * time.Millisecond
-		cfg.restoreTarget = func(t apply.QueueAttrs) apply.QueueAttrs { bw.QueueAttrs = t; return bw }
+		cfg.hooks.restoreTarget = func(t apply.QueueAttrs) apply.QueueAttrs { bw.QueueAttrs = t; return bw }
 	}, "loop20000", "loop20001")
 	start := time.Now()
 	if err := r.stop(t); !errors.Is(err, ErrNotRestored) || !strings.Contains(err.Error(), "1 disk(s)") {

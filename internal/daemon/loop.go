@@ -215,7 +215,7 @@ func (d *Daemon) takeReloadRequests() []string {
 // changing at once make a few writes, not 1000.
 func (l *eventLoop) flushSoon() {
 	if l.flush == nil {
-		l.flush = time.After(l.d.cfg.stateDebounce)
+		l.flush = time.After(l.d.cfg.hooks.stateDebounce)
 		l.d.stateDue.Store(true)
 	}
 }

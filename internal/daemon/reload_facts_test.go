@@ -19,8 +19,8 @@ func fakeDaemonWith(t *testing.T, policyText string, mod func(*Config), disks ..
 	fd := newFakeDialer(c)
 	r := start(t, policyText, func(cfg *Config) {
 		cfg.FS = fs
-		cfg.dial = fd.dial
-		cfg.stateDebounce = 10 * time.Millisecond
+		cfg.hooks.dial = fd.dial
+		cfg.hooks.stateDebounce = 10 * time.Millisecond
 		mod(cfg)
 	})
 	return r, c
@@ -53,7 +53,7 @@ func TestReloadTestsNoWaitWhenItComesToMatter(t *testing.T) {
 	var mu sync.Mutex
 	tested := map[string]bool{}
 	r, _ := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+		cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			mu.Lock()
 			if dev.NoWait != nil || dev.NoWaitReason != "" {
 				tested[dev.Name] = true
@@ -93,7 +93,7 @@ func TestStuckDiskDoesNotBlockLaterRescans(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+		cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			if dev.Name == "loop20000" && stuck.Load() {
 				entered <- struct{}{}
 				<-release

@@ -23,7 +23,7 @@ func followedDaemon(t *testing.T, mods ...func(*Config)) (r *running, kernel, ud
 	udevd = ueventtest.NewConn()
 	ud := newFakeDialer(udevd)
 	r, kernel = fakeDaemonWith(t, testPolicy(""), func(c *Config) {
-		c.followDial = ud.dial
+		c.hooks.followDial = ud.dial
 		c.RulesRoot = root
 		for _, m := range mods {
 			m(c)
@@ -85,7 +85,7 @@ func TestDaemonFollowsUdevd(t *testing.T) {
 func TestDaemonUdevModeDoesNotFollowTwice(t *testing.T) {
 	t.Parallel()
 	ud := newFakeDialer()
-	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nuevent_source = \"udev\"\n"), func(c *Config) { c.followDial = ud.dial }, "loop20000")
+	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nuevent_source = \"udev\"\n"), func(c *Config) { c.hooks.followDial = ud.dial }, "loop20000")
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
 	if n := ud.Count(); n != 0 {
 		t.Errorf("udev mode opened %d more sockets", n)
@@ -97,7 +97,7 @@ func TestDaemonUdevModeDoesNotFollowTwice(t *testing.T) {
 // switches at once on one queue), or after a grace if udevd says nothing.
 // Scans are not held back.
 func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
-	r, kernel, udevd := followedDaemon(t, func(c *Config) { c.udevdGrace = 300 * time.Millisecond })
+	r, kernel, udevd := followedDaemon(t, func(c *Config) { c.hooks.udevdGrace = 300 * time.Millisecond })
 	root := r.d.fs.Root()
 	// udevd is heard: it runs.
 	udevd.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop20000", "disk")}
