@@ -12,23 +12,41 @@ import (
 	"github.com/iosched/iosched/internal/policy"
 )
 
-// loadResult is a policy read off the loop.
+// loadResult is a policy read off the loop, or a read that did not finish
+// within LoadTimeout (timedOut).
 type loadResult struct {
-	seq int // which load: a late answer to one given up on is dropped
-	pol *policy.Policy
-	err error
+	seq      int // which load: a late answer to one given up on is dropped
+	pol      *policy.Policy
+	err      error
+	timedOut bool
 }
 
-// load reads the policy on a goroutine of its own and sends the result to
-// d.loaded, or to out when set.
+// load reads the policy on a goroutine of its own and sends the result, or
+// that it did not come within LoadTimeout, to d.loaded, or to out when set.
+// A read that does not finish (a policy on a hung network filesystem) is
+// left to finish on its own: nothing can interrupt it.
 func (d *Daemon) load(seq int, out chan<- loadResult) {
 	if out == nil {
 		out = d.loaded
 	}
-	d.tasks.Do("policy load", func(ctx context.Context) {
+	read := make(chan loadResult, 1) // never blocks a read that finishes late
+	d.tasks.Do("policy load", func(context.Context) {
 		pol, err := d.cfg.Load(d.cfg.PolicyPath)
+		read <- loadResult{seq: seq, pol: pol, err: err}
+	})
+	d.tasks.Do("policy load deadline", func(ctx context.Context) {
+		timeout := time.NewTimer(d.cfg.LoadTimeout)
+		defer timeout.Stop()
+		var r loadResult
 		select {
-		case out <- loadResult{seq: seq, pol: pol, err: err}:
+		case r = <-read:
+		case <-timeout.C:
+			r = loadResult{seq: seq, timedOut: true}
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case out <- r:
 		case <-ctx.Done(): // no one waits any more
 		}
 	})
@@ -39,17 +57,16 @@ func (d *Daemon) load(seq int, out chan<- loadResult) {
 func (d *Daemon) loadAtStart(ctx context.Context, signals <-chan os.Signal) (*policy.Policy, error) {
 	out := make(chan loadResult, 1)
 	d.load(0, out)
-	timeout := time.NewTimer(d.cfg.LoadTimeout)
-	defer timeout.Stop()
 	for {
 		select {
 		case r := <-out:
+			if r.timedOut {
+				return nil, &PolicyError{fmt.Errorf("%w within %s", errLoadTimeout, d.cfg.LoadTimeout)}
+			}
 			if r.err != nil {
 				return nil, &PolicyError{r.err}
 			}
 			return r.pol, nil
-		case <-timeout.C:
-			return nil, &PolicyError{fmt.Errorf("%w within %s", errLoadTimeout, d.cfg.LoadTimeout)}
 		case sig := <-signals:
 			if sig == syscall.SIGTERM || sig == syscall.SIGINT {
 				d.log.Info("stopping while the policy loads", "signal", sig.String())

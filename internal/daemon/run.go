@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	sd "github.com/coreos/go-systemd/v22/daemon"
-
 	"github.com/iosched/iosched/internal/apply"
 	"github.com/iosched/iosched/internal/daemonstate"
 	"github.com/iosched/iosched/internal/devnode"
@@ -93,6 +91,10 @@ type Daemon struct {
 	scanDone  chan scanResult
 	loaded    chan loadResult
 	burstOver chan struct{} // the queue went idle after many passes at once
+	// asks are the background tasks' requests to the loop
+	// (background.go); reconcileReset restarts the reconcile timer.
+	asks           chan ask
+	reconcileReset chan struct{}
 }
 
 // New checks cfg and fills in the defaults.
@@ -102,16 +104,18 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		fs:        cfg.FS,
-		applier:   apply.Applier{FS: cfg.FS},
-		pipe:      &pipeline.Pipeline{FS: cfg.FS, Nodes: devnode.NodesFor(cfg.FS.Root(), cfg.DevDir), StateDir: cfg.StateDir},
-		disks:     map[string]*disk{},
-		changed:   make(chan struct{}, 1),
-		scanDone:  make(chan scanResult, 1),
-		loaded:    make(chan loadResult, 1),
-		burstOver: make(chan struct{}, 1),
+		cfg:            cfg,
+		log:            cfg.Logger,
+		fs:             cfg.FS,
+		applier:        apply.Applier{FS: cfg.FS},
+		pipe:           &pipeline.Pipeline{FS: cfg.FS, Nodes: devnode.NodesFor(cfg.FS.Root(), cfg.DevDir), StateDir: cfg.StateDir},
+		disks:          map[string]*disk{},
+		changed:        make(chan struct{}, 1),
+		scanDone:       make(chan scanResult, 1),
+		loaded:         make(chan loadResult, 1),
+		burstOver:      make(chan struct{}, 1),
+		asks:           make(chan ask, 4),
+		reconcileReset: make(chan struct{}, 1),
 		// The file goes when the daemon stops writing it: frozen
 		// counts would be exported as a live daemon's.
 		metrics: metrics.New(metrics.Options{Version: cfg.Version, RemoveAtEnd: true, Log: cfg.Logger}),
@@ -217,9 +221,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("runtime directory: %w", err)
 	}
 
-	l := d.newEventLoop()
-	defer l.stop()
-	l.tasksStarting = d.tasks.Ready()
+	stopStateWriter := d.startBackground()
+	defer stopStateWriter()
+	l := &eventLoop{d: d}
 	l.scan(full, "start")
 	for {
 		select {
@@ -236,36 +240,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case ev := <-d.follow.Events():
 			d.countFollowed(ev)
 			d.recheck(l, ev)
-		case <-l.tasksStarting:
-			l.tasksReady()
-		case <-l.reconcile:
-			d.checkUdev()
-			l.scan(settingsOnly, "reconcile")
 		case r := <-d.scanDone:
 			l.scanned(r)
 		case r := <-d.loaded:
 			l.loaded(r)
-		case <-l.loadDeadline:
-			l.loadTimedOut()
-		case <-d.changed:
-			l.flushSoon()
-		case <-l.flush:
-			l.flushNow()
-		case <-l.watchdog:
-			d.notify(sd.SdNotifyWatchdog)
-		case <-d.burstOver:
-			l.releaseSoon()
-		case <-l.release:
-			l.release = nil
-			// Not in the middle of the next burst: it needs those
-			// threads, and the memory given back would be faulted in
-			// again; its end asks again. A few passes running (one
-			// hung in the kernel, say) do not hold the release back.
-			if d.queue.Running() <= procs.KeepThreads() {
-				d.tasks.Do("thread release", func(context.Context) { procs.ReleaseThreads() })
-			}
-		case <-d.policyChanged:
-			l.reload()
+		case a := <-d.asks:
+			l.asked(a)
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:
@@ -274,15 +254,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 				l.scan(settingsOnly, "reconcile")
 			default:
 				d.log.Info("stopping", "signal", sig.String())
-				return d.stop()
+				return d.stop(stopStateWriter)
 			}
 		case err := <-d.tasks.Failed():
 			d.log.Error("a task failed; stopping", "error", err)
-			d.stop()
+			d.stop(stopStateWriter)
 			return err
 		case <-ctx.Done():
 			d.log.Info("stopping")
-			return d.stop()
+			return d.stop(stopStateWriter)
 		}
 	}
 }

@@ -40,8 +40,11 @@ func StopBound(stopTimeout time.Duration) time.Duration {
 // settings stay: they are what the policy wants, a restart (an upgrade)
 // should not flap every disk through the kernel's defaults and back, and
 // each switch would freeze the disk's queue.
-func (d *Daemon) stop() error {
+func (d *Daemon) stop(stopStateWriter func()) error {
 	d.stopping.Store(true)
+	// Nothing writes the state file once the stop has begun: it is
+	// removed at the end.
+	stopStateWriter()
 	d.notify(sd.SdNotifyStopping)
 	deadline := time.Now().Add(d.cfg.StopTimeout) // probes and passes share it
 	d.probes.cancelAll()
