@@ -104,15 +104,14 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 			t.Logf("daemon log (debug lines left out):\n%s", tail(r.log.Without("level=DEBUG"), 60))
 		}
 	})
-	waitFor(t, 30*time.Second, "the daemon to be ready", func() bool {
-		select {
-		case err := <-r.done:
-			r.done <- err
-			t.Fatalf("daemon stopped: %v\n%s", err, r.log.String())
-		default:
-		}
-		return len(r.log.Lines("msg=ready")) > 0
-	})
+	select {
+	case <-d.Ready():
+	case err := <-r.done:
+		r.done <- err
+		t.Fatalf("daemon stopped before it was ready: %v\n%s", err, r.log.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the daemon was not ready within 30 s\n%s", r.log.String())
+	}
 	return r
 }
 

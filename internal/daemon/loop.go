@@ -145,6 +145,7 @@ func (l *eventLoop) scanned(r scanResult) {
 	if r.reason == "start" {
 		l.started = true
 		l.d.log.Info("ready", "disks", l.d.count(), "policy", l.d.policy.Load().Sources, "uevents", l.d.ueventSource(l.d.policy.Load()))
+		close(l.d.ready)
 		if l.replanned == l.reloads {
 			l.ready()
 		}

@@ -94,6 +94,7 @@ type Daemon struct {
 	// asks are the background tasks' requests to the loop
 	// (background.go); reconcileReset restarts the reconcile timer.
 	asks           chan ask
+	ready          chan struct{} // closed when the start scan is done: Ready
 	reconcileReset chan struct{}
 }
 
@@ -115,6 +116,7 @@ func New(cfg Config) (*Daemon, error) {
 		loaded:         make(chan loadResult, 1),
 		burstOver:      make(chan struct{}, 1),
 		asks:           make(chan ask, 4),
+		ready:          make(chan struct{}),
 		reconcileReset: make(chan struct{}, 1),
 		// The file goes when the daemon stops writing it: frozen
 		// counts would be exported as a live daemon's.
@@ -144,6 +146,11 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	return d, nil
 }
+
+// Ready is closed once the start scan is done and the daemon serves
+// uevents, signals and reloads: every disk present at start has had its
+// pass. It stays open when Run stops or fails before.
+func (d *Daemon) Ready() <-chan struct{} { return d.ready }
 
 // PolicyError is an invalid policy at start: the process exits 1 with the
 // same lines `iosched check` prints.
