@@ -360,9 +360,7 @@ guard = false
 		}
 		t.Logf("probe %d: %s; again, by a reload", try, ds.Probe.Error)
 		failedSince = ds.Probe.Since
-		reloads := len(r.log.Lines("scan done", "reason=reload"))
-		r.signals <- syscall.SIGHUP
-		waitFor(t, 10*time.Second, "the reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })
+		r.replan(t, "the reload's re-plan", 10*time.Second)
 	}
 	for _, line := range r.log.Lines("probe decided", "device="+name) {
 		t.Log(line) // how long it took, against its budget
@@ -404,7 +402,7 @@ guard = false
 func buildIosched(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "iosched")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/iosched").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/iosched").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin

@@ -290,9 +290,7 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 	load.set(0)
 	waitKernelScheduler(t, fs, "loop20000") // the reload's lookup reads what is offered
 	writeFile(t, r.policy, pol+"\n# edited\n")
-	reloads := len(r.log.Lines("scan done", "reason=reload"))
-	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })
+	r.replan(t, "the reload's re-plan", 5*time.Second)
 	ds = r.state(t).Disks["loop20000"]
 	if v, _ := schedulerSetting(ds); v != "mq-deadline" || ds.Adapt == nil || ds.Adapt.LastSwitch == nil || r.attr(t, "loop20000", "scheduler") != "mq-deadline" {
 		t.Errorf("after a reload that kept the rule: scheduler %s, adaptive state %+v", r.attr(t, "loop20000", "scheduler"), ds.Adapt)
@@ -302,9 +300,7 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 	// keeps the switch history and the choice: writing the probe's
 	// winner back would be a switch no limit counts.
 	writeFile(t, r.policy, adaptivePolicy("loop20000", seeds, "100ms", "600ms", "", daemonTable))
-	reloads = len(r.log.Lines("scan done", "reason=reload"))
-	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the second reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })
+	r.replan(t, "the second reload's re-plan", 5*time.Second)
 	waitFor(t, 5*time.Second, "the new options in the adaptive state", func() bool {
 		ds = r.state(t).Disks["loop20000"]
 		return ds != nil && ds.Adapt != nil && ds.Adapt.Window == "600ms"
@@ -394,9 +390,7 @@ func TestAdaptLimitsOutliveTheDaemon(t *testing.T) {
 		t.Errorf("the third daemon: %d switches today, want 2", a.SwitchesToday)
 	}
 	writeFile(t, r.policy, pol("6%"))
-	reloads := len(r.log.Lines("scan done", "reason=reload"))
-	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })
+	r.replan(t, "the reload's re-plan", 5*time.Second)
 	if a := held(r); a.SwitchesToday != 2 {
 		t.Errorf("after a margin edit: %d switches today, want 2", a.SwitchesToday)
 	}

@@ -97,6 +97,9 @@ type hooks struct {
 	// namespace of its own (uevent.PrivateNetNS); nil with a test's
 	// dialer.
 	privateNetNS func() (bool, string)
+	// passTarget, when set, wraps what a pass writes a disk's settings
+	// to: tests record the writes that would reach the kernel.
+	passTarget func(apply.QueueAttrs) apply.QueueAttrs
 	// restoreTarget, when set, wraps what the restore at stop writes to.
 	restoreTarget func(apply.QueueAttrs) apply.QueueAttrs
 	// probeStep, when set, is called as a probe goes: "queued" (in the

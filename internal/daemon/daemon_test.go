@@ -58,7 +58,8 @@ func (r *running) state(t *testing.T) *statefile.State {
 
 func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	t.Parallel()
-	r, c := fakeDaemon(t, testPolicy(""), "loop20000", "loop7")
+	var rec writeRecorder
+	r, c := fakeDaemonWith(t, testPolicy(""), rec.record, "loop20000", "loop7")
 	// Ready means the first scan is done.
 	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
 		t.Fatalf("after start loop20000 scheduler = %s, want mq-deadline", got)
@@ -66,11 +67,11 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	if got := r.attr(t, "loop7", "scheduler"); got != "none" {
 		t.Fatalf("loop7 (no rule matches it) scheduler = %s, want none untouched", got)
 	}
-	if n := len(r.log.Lines("msg=set", "device=loop20000")); n != 2 {
-		t.Errorf("%d log lines for 2 changes:\n%s", n, r.log)
+	if w := rec.of("loop20000", ""); len(w) != 2 {
+		t.Errorf("%d writes for 2 changes: %+v", len(w), w)
 	}
-	if n := len(r.log.Lines("device=loop7")); n != 0 {
-		t.Errorf("log lines about a disk that needed nothing:\n%s", r.log)
+	if w := rec.of("loop7", ""); len(w) != 0 {
+		t.Errorf("writes to a disk that needed nothing: %+v", w)
 	}
 
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
@@ -79,14 +80,8 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	if got := r.attr(t, "loop20001", "scheduler"); got != "mq-deadline" {
 		t.Errorf("hot-plugged loop20001 scheduler = %s", got)
 	}
-	// The log line follows the write: wait for it.
-	var line []string
-	waitFor(t, 5*time.Second, "the change to be logged", func() bool {
-		line = r.log.Lines("msg=set", "device=loop20001", "attribute=scheduler")
-		return len(line) > 0
-	})
-	if len(line) != 1 || !strings.Contains(line[0], "from=none to=mq-deadline") || !strings.Contains(line[0], `rule="daemon test loops"`) {
-		t.Errorf("change log line = %q", line)
+	if w := rec.of("loop20001", "scheduler"); !slices.Equal(w, []write{{"loop20001", "scheduler", "mq-deadline"}}) {
+		t.Errorf("loop20001's scheduler writes = %+v, want one of mq-deadline", w)
 	}
 
 	waitFor(t, 5*time.Second, "the state file to list loop20001", func() bool {
@@ -149,7 +144,8 @@ func TestDaemonRepairsDrift(t *testing.T) {
 
 func TestDaemonReload(t *testing.T) {
 	t.Parallel()
-	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
+	var rec writeRecorder
+	r, c := fakeDaemonWith(t, testPolicy(""), rec.record, "loop20000")
 	writeFile(t, r.policy, testPolicy("")+"\n[[rule]]\nname = \"broken\"\n[rule.set]\nreadahead_kb = 1\n")
 	r.signals <- syscall.SIGHUP
 	waitFor(t, 5*time.Second, "the state to show the failed reload", func() bool {
@@ -186,7 +182,7 @@ func TestDaemonReload(t *testing.T) {
 	if s := r.d.statusLine(); strings.Contains(s, "error") || strings.Contains(s, "FAILED") {
 		t.Errorf("STATUS= after a good reload: %q", s)
 	}
-	if n := len(r.log.Lines("msg=set", "attribute=scheduler")); n != 2 {
+	if n := rec.count("scheduler"); n != 2 {
 		t.Errorf("the reload rewrote a setting already in place: %d scheduler writes in all", n)
 	}
 }
@@ -346,13 +342,14 @@ func TestRestoreOnExit(t *testing.T) {
 	writeFile(t, filepath.Join(root, "block/loop20000/queue/scheduler"), "none [mq-deadline] kyber\n")
 	writeFile(t, filepath.Join(root, "block/loop20000/queue/nr_requests"), "64\n")
 	writeFile(t, filepath.Join(r.stateDir, "originals.json"), string(saved))
-	r2 := start(t, policy, func(cfg *Config) {
+	var rec writeRecorder
+	r2 := start(t, policy, rec.record, func(cfg *Config) {
 		cfg.FS = r.d.fs
 		cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
 		cfg.StateDir = r.stateDir
 	})
-	if n := len(r2.log.Lines("msg=set")); n != 0 {
-		t.Errorf("the restarted daemon changed what was already in place:\n%s", r2.log)
+	if w := rec.of("loop20000", ""); len(w) != 0 {
+		t.Errorf("the restarted daemon changed what was already in place: %+v", w)
 	}
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/iosched/iosched/internal/disklock"
 	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/internal/sysfs"
 	"github.com/iosched/iosched/internal/ueventtest"
 )
@@ -221,4 +223,30 @@ func (r *running) otherProcessLocks(t testing.TB) *disklock.Locks {
 	l := disklock.New(r.lockFile)
 	t.Cleanup(l.Close)
 	return l
+}
+
+// reloadSeq is the number of the last reload the state file shows, 0
+// before the first.
+func (r *running) reloadSeq(t testing.TB) int {
+	t.Helper()
+	st, err := statefile.Read(r.runtimeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LastReload == nil {
+		return 0
+	}
+	return st.LastReload.Seq
+}
+
+// replan sends SIGHUP and waits until the state file shows that reload
+// taken and every disk re-planned under it.
+func (r *running) replan(t testing.TB, what string, within time.Duration) {
+	t.Helper()
+	seq := r.reloadSeq(t) + 1
+	r.signals <- syscall.SIGHUP
+	waitFor(t, within, what, func() bool {
+		st, err := statefile.Read(r.runtimeDir)
+		return err == nil && st.LastReload != nil && st.LastReload.Seq >= seq && st.LastReload.OK && st.LastReload.Done
+	})
 }

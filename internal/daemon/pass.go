@@ -113,6 +113,9 @@ func (d *Daemon) pass(name string, j job) {
 		if diskDir != nil {
 			applier.FS = diskDir // written where it was read
 		}
+		if d.cfg.hooks.passTarget != nil {
+			applier.FS = d.cfg.hooks.passTarget(applier.FS)
+		}
 		var remember func()
 		if pol.Daemon.RestoreOnExit {
 			// Under the disk's lock: no probe's candidate is taken

@@ -40,8 +40,7 @@ rotational = false
 [rule.set]
 read_ahead_kb = 4
 `)
-	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "reload scan", func() bool { return len(r.log.Lines("scan done", `reason=reload`)) == 1 })
+	r.replan(t, "the reload's re-plan", 5*time.Second)
 	if got := r.attr(t, "loop20000", "read_ahead_kb"); got != "4" {
 		t.Errorf("after a reload adding a rotational rule, read_ahead_kb = %s, want 4", got)
 	}
@@ -76,8 +75,7 @@ nowait = false
 [rule.set]
 read_ahead_kb = 4
 `)
-	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "reload scan", func() bool { return len(r.log.Lines("scan done", `reason=reload`)) == 1 })
+	r.replan(t, "the reload's re-plan", 5*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if !tested["loop20000"] {
