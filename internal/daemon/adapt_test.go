@@ -468,9 +468,9 @@ func TestAdaptNotWhileAnotherHoldsTheDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	load.set(1)
-	gaps := r.d.adapt.gaps.Load()
+	gaps := r.adaptGaps.Load()
 	// Two windows of samples, all gaps.
-	waitFor(t, 5*time.Second, "two windows of samples while the disk is held", func() bool { return r.d.adapt.gaps.Load() >= gaps+10 })
+	waitFor(t, 5*time.Second, "two windows of samples while the disk is held", func() bool { return r.adaptGaps.Load() >= gaps+10 })
 	mu.Lock()
 	n := len(switched)
 	mu.Unlock()

@@ -107,6 +107,11 @@ type hooks struct {
 	// pass" (the probe's goroutine, before it waits for that pass to
 	// end), "measuring" (passes now skip the disk).
 	probeStep func(name, step string)
+	// passStarted, when set, is called as each pass over a disk starts.
+	passStarted func(name string)
+	// adaptGap, when set, is called for each sample of an adaptive disk
+	// not given to its controller because a probe held the disk.
+	adaptGap func(name string)
 	// adaptSampled, when set, is called after each sample of an adaptive
 	// disk with its operating point, the controller's decision and the
 	// scheduler the sample was taken under.

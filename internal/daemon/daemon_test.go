@@ -547,7 +547,7 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20000", "disk")}
 		waitFor(t, 5*time.Second, "the removal and the add to merge", func() bool {
 			next, ok := r.d.queue.Next("loop20000")
-			return ok && next.kind == full && r.d.passes.Load() >= 2
+			return ok && next.kind == full && r.passes.Load() >= 2
 		})
 		close(release)
 		r.waitAttr(t, "loop20000", "nr_requests", "64")
@@ -705,7 +705,7 @@ func TestStatusSaysWhyAHeldDiskIsNotWritten(t *testing.T) {
 	}
 	// Another pass while still held (one disk's passes run one after the
 	// other, so it ends before the pass after the release).
-	passes := r.d.passes.Load()
+	passes := r.passes.Load()
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20000", "disk")}
 	r.waitPasses(t, passes+1)
 

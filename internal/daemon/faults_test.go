@@ -34,7 +34,7 @@ const restorePolicy = "[daemon]\nrestore_on_exit = true\n"
 // waitPasses waits until the daemon has run n passes in all.
 func (r *running) waitPasses(t *testing.T, n int64) {
 	t.Helper()
-	waitFor(t, 5*time.Second, fmt.Sprintf("%d passes", n), func() bool { return r.d.passes.Load() >= n })
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d passes", n), func() bool { return r.passes.Load() >= n })
 }
 
 // A "remove" uevent for a disk still there (anyone can ask the kernel for
@@ -44,7 +44,7 @@ func (r *running) waitPasses(t *testing.T, n int64) {
 func TestRemoveUeventForADiskStillThere(t *testing.T) {
 	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(restorePolicy), "loop20000")
-	passes := r.d.passes.Load()
+	passes := r.passes.Load()
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")}
 	r.waitPasses(t, passes+1)
 	if st := r.state(t); st.Disks["loop20000"] == nil {
@@ -70,7 +70,7 @@ func TestStaleRemoveUeventKeepsTheNewDisk(t *testing.T) {
 	removeFakeDisk(t, r.d.fs, "loop20000")
 	addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
 	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/diskseq"), "200\n")
-	passes := r.d.passes.Load()
+	passes := r.passes.Load()
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")} // the old disk's; the new one's add was lost
 	r.waitPasses(t, passes+1)
 	r.waitAttr(t, "loop20000", "nr_requests", "64")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -61,6 +62,10 @@ type running struct {
 	runtimeDir string
 	stateDir   string
 	lockFile   string
+	// passes and adaptGaps count the passes started and the adaptive
+	// samples not taken (hooks.passStarted, hooks.adaptGap).
+	passes    atomic.Int64
+	adaptGaps atomic.Int64
 }
 
 // start runs a daemon with policyText until the test ends, and returns
@@ -89,6 +94,8 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 		// about following the files turn it on.
 		NoPolicyFollow: true,
 	}
+	cfg.hooks.passStarted = func(string) { r.passes.Add(1) }
+	cfg.hooks.adaptGap = func(string) { r.adaptGaps.Add(1) }
 	for _, m := range modify {
 		m(&cfg)
 	}

@@ -37,7 +37,6 @@ type Daemon struct {
 	queue   *tasks.Queue[job]
 	policy  atomic.Pointer[policy.Policy]
 	writes  atomic.Int64
-	passes  atomic.Int64 // passes run: what tests count instead of sleeping
 	orig    *restore.Originals
 	locks   *disklock.Locks
 	started time.Time

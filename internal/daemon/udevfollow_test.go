@@ -54,7 +54,7 @@ func TestDaemonFollowsUdevd(t *testing.T) {
 
 	// Only what moved is written: udevd's event for a disk in policy
 	// reads and writes nothing.
-	w, passes := r.d.writes.Load(), r.d.passes.Load()
+	w, passes := r.d.writes.Load(), r.passes.Load()
 	udevd.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop20000", "disk")}
 	r.waitPasses(t, passes+1) // the pass udevd's event asks for
 	if w2 := r.d.writes.Load(); w2 != w {
