@@ -125,20 +125,22 @@ func TestDaemonRescansAfterLostEvents(t *testing.T) {
 
 func TestDaemonRepairsDrift(t *testing.T) {
 	t.Parallel()
-	r, _ := fakeDaemon(t, testPolicy("[daemon]\nreconcile_interval = \"100ms\"\n"), "loop20000")
+	var rec writeRecorder
+	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nreconcile_interval = \"100ms\"\n"), rec.record, "loop20000")
 	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/queue/nr_requests"), "32\n")
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state to show the drift repaired", func() bool {
 		c := r.state(t).LastChange
 		return c != nil && c.Drift && c.Device == "loop20000" && c.Attribute == "nr_requests" && c.From == "32" && c.To == "64"
 	})
-	// Nothing drifted since: three reconciles read and do not write.
-	w := r.d.writes.Load()
-	reconciles := func() int { return len(r.log.Lines("scan done", "reason=reconcile")) }
-	seen := reconciles()
-	waitFor(t, 5*time.Second, "three more reconciles", func() bool { return reconciles() >= seen+3 })
-	if w2 := r.d.writes.Load(); w2 != w {
-		t.Errorf("%d writes while nothing drifted", w2-w)
+	// Nothing drifted since: three reconciles read and do not write. A
+	// disk's passes run one at a time, so once a fourth has started the
+	// three before it are done.
+	w := rec.count("")
+	seen := r.passes.Load()
+	waitFor(t, 5*time.Second, "three more reconciles", func() bool { return r.passes.Load() >= seen+4 })
+	if w2 := rec.count(""); w2 != w {
+		t.Errorf("%d writes while nothing drifted: %+v", w2-w, rec.of("loop20000", "")[w:])
 	}
 }
 

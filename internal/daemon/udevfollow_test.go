@@ -73,8 +73,9 @@ func TestDaemonFollowsUdevd(t *testing.T) {
 	writeFile(t, sched, "none mq-deadline kyber [bfq]\n")
 	udevd.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS}
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
-	waitFor(t, 5*time.Second, "the scan to be logged", func() bool {
-		return len(r.log.Lines("scan done", `reason="udevd events lost"`)) == 1
+	waitFor(t, 5*time.Second, "the rescan in the state file", func() bool {
+		sc := r.state(t).LastScan
+		return sc != nil && sc.Reason == "udevd events lost"
 	})
 	if lines := r.log.Lines("level=ERROR"); len(lines) > 0 {
 		t.Errorf("errors logged: %q", lines)
