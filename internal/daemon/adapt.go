@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/iosched/iosched/internal/adapt"
@@ -45,9 +44,6 @@ type adaptive struct {
 	// wake tells the sampler that a disk came, so that its schedule is
 	// computed again.
 	wake chan struct{}
-	// gaps counts the samples not given to a controller because a probe
-	// held the disk: what tests wait for.
-	gaps atomic.Int64
 }
 
 // adaptDisk is one adaptive disk: its controller and what the sampler
@@ -354,8 +350,8 @@ func (d *Daemon) sampleDue(now time.Time) {
 		if act.news {
 			d.markChanged()
 		}
-		if d.cfg.adaptSampled != nil {
-			d.cfg.adaptSampled(act.name, act.point, act.dec, act.scheduler)
+		if d.cfg.hooks.adaptSampled != nil {
+			d.cfg.hooks.adaptSampled(act.name, act.point, act.dec, act.scheduler)
 		}
 	}
 }
@@ -371,7 +367,7 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 	// lock) below, of a busy disk.
 	if d.probes.holds(name) {
 		x.gap()
-		d.adapt.gaps.Add(1)
+		d.adaptGap(name)
 		return adaptAction{}, false
 	}
 	if x.stat == nil {
@@ -404,7 +400,7 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 	// (its probe reads): an idle disk costs its one read.
 	if p.Busy >= adapt.IdleBusy && d.locks.Held(name) {
 		x.ctl.Reset()
-		d.adapt.gaps.Add(1)
+		d.adaptGap(name)
 		return adaptAction{}, false
 	}
 	x.last = p
@@ -442,4 +438,12 @@ func (x *adaptDisk) close() {
 		x.stat = nil
 	}
 	x.primed = false
+}
+
+// adaptGap tells the test hook, if any, that a sample of name was not
+// given to its controller because a probe held the disk.
+func (d *Daemon) adaptGap(name string) {
+	if d.cfg.hooks.adaptGap != nil {
+		d.cfg.hooks.adaptGap(name)
+	}
 }

@@ -242,7 +242,7 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 	var switches []string
 	r, _ := fakeDaemonWith(t, pol, func(c *Config) {
 		c.FS = fs
-		c.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
+		c.hooks.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
 			if dec.Switch {
 				mu.Lock()
 				switches = append(switches, dec.From+"->"+dec.To)
@@ -290,9 +290,7 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 	load.set(0)
 	waitKernelScheduler(t, fs, "loop20000") // the reload's lookup reads what is offered
 	writeFile(t, r.policy, pol+"\n# edited\n")
-	reloads := len(r.log.Lines("scan done", "reason=reload"))
-	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })
+	r.replan(t, "the reload's re-plan", 5*time.Second)
 	ds = r.state(t).Disks["loop20000"]
 	if v, _ := schedulerSetting(ds); v != "mq-deadline" || ds.Adapt == nil || ds.Adapt.LastSwitch == nil || r.attr(t, "loop20000", "scheduler") != "mq-deadline" {
 		t.Errorf("after a reload that kept the rule: scheduler %s, adaptive state %+v", r.attr(t, "loop20000", "scheduler"), ds.Adapt)
@@ -302,9 +300,7 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 	// keeps the switch history and the choice: writing the probe's
 	// winner back would be a switch no limit counts.
 	writeFile(t, r.policy, adaptivePolicy("loop20000", seeds, "100ms", "600ms", "", daemonTable))
-	reloads = len(r.log.Lines("scan done", "reason=reload"))
-	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the second reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })
+	r.replan(t, "the second reload's re-plan", 5*time.Second)
 	waitFor(t, 5*time.Second, "the new options in the adaptive state", func() bool {
 		ds = r.state(t).Disks["loop20000"]
 		return ds != nil && ds.Adapt != nil && ds.Adapt.Window == "600ms"
@@ -346,9 +342,9 @@ func TestAdaptLimitsOutliveTheDaemon(t *testing.T) {
 		r := start(t, policyText, func(c *Config) {
 			c.FS = fs
 			c.StateDir = state
-			c.dial = newFakeDialer(ueventtest.NewConn()).dial
-			c.stateDebounce = 10 * time.Millisecond
-			c.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
+			c.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
+			c.hooks.stateDebounce = 10 * time.Millisecond
+			c.hooks.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
 				if dec.Switch {
 					mu.Lock()
 					switches = append(switches, dec.From+"->"+dec.To)
@@ -394,9 +390,7 @@ func TestAdaptLimitsOutliveTheDaemon(t *testing.T) {
 		t.Errorf("the third daemon: %d switches today, want 2", a.SwitchesToday)
 	}
 	writeFile(t, r.policy, pol("6%"))
-	reloads := len(r.log.Lines("scan done", "reason=reload"))
-	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the reload's re-plan", func() bool { return len(r.log.Lines("scan done", "reason=reload")) > reloads })
+	r.replan(t, "the reload's re-plan", 5*time.Second)
 	if a := held(r); a.SwitchesToday != 2 {
 		t.Errorf("after a margin edit: %d switches today, want 2", a.SwitchesToday)
 	}
@@ -464,7 +458,7 @@ func TestAdaptNotWhileAnotherHoldsTheDisk(t *testing.T) {
 	var switched []time.Time
 	r, _ := fakeDaemonWith(t, adaptivePolicy("loop20000", seeds, "100ms", "500ms", "", ""), func(c *Config) {
 		c.FS = fs
-		c.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
+		c.hooks.adaptSampled = func(name string, p observe.Point, dec adapt.Decision, sched string) {
 			if dec.Switch {
 				mu.Lock()
 				switched = append(switched, p.At)
@@ -477,9 +471,9 @@ func TestAdaptNotWhileAnotherHoldsTheDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	load.set(1)
-	gaps := r.d.adapt.gaps.Load()
+	gaps := r.adaptGaps.Load()
 	// Two windows of samples, all gaps.
-	waitFor(t, 5*time.Second, "two windows of samples while the disk is held", func() bool { return r.d.adapt.gaps.Load() >= gaps+10 })
+	waitFor(t, 5*time.Second, "two windows of samples while the disk is held", func() bool { return r.adaptGaps.Load() >= gaps+10 })
 	mu.Lock()
 	n := len(switched)
 	mu.Unlock()

@@ -58,7 +58,8 @@ func (r *running) state(t *testing.T) *statefile.State {
 
 func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	t.Parallel()
-	r, c := fakeDaemon(t, testPolicy(""), "loop20000", "loop7")
+	var rec writeRecorder
+	r, c := fakeDaemonWith(t, testPolicy(""), rec.record, "loop20000", "loop7")
 	// Ready means the first scan is done.
 	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
 		t.Fatalf("after start loop20000 scheduler = %s, want mq-deadline", got)
@@ -66,11 +67,11 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	if got := r.attr(t, "loop7", "scheduler"); got != "none" {
 		t.Fatalf("loop7 (no rule matches it) scheduler = %s, want none untouched", got)
 	}
-	if n := len(r.log.Lines("msg=set", "device=loop20000")); n != 2 {
-		t.Errorf("%d log lines for 2 changes:\n%s", n, r.log)
+	if w := rec.of("loop20000", ""); len(w) != 2 {
+		t.Errorf("%d writes for 2 changes: %+v", len(w), w)
 	}
-	if n := len(r.log.Lines("device=loop7")); n != 0 {
-		t.Errorf("log lines about a disk that needed nothing:\n%s", r.log)
+	if w := rec.of("loop7", ""); len(w) != 0 {
+		t.Errorf("writes to a disk that needed nothing: %+v", w)
 	}
 
 	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
@@ -79,14 +80,8 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 	if got := r.attr(t, "loop20001", "scheduler"); got != "mq-deadline" {
 		t.Errorf("hot-plugged loop20001 scheduler = %s", got)
 	}
-	// The log line follows the write: wait for it.
-	var line []string
-	waitFor(t, 5*time.Second, "the change to be logged", func() bool {
-		line = r.log.Lines("msg=set", "device=loop20001", "attribute=scheduler")
-		return len(line) > 0
-	})
-	if len(line) != 1 || !strings.Contains(line[0], "from=none to=mq-deadline") || !strings.Contains(line[0], `rule="daemon test loops"`) {
-		t.Errorf("change log line = %q", line)
+	if w := rec.of("loop20001", "scheduler"); !slices.Equal(w, []write{{"loop20001", "scheduler", "mq-deadline"}}) {
+		t.Errorf("loop20001's scheduler writes = %+v, want one of mq-deadline", w)
 	}
 
 	waitFor(t, 5*time.Second, "the state file to list loop20001", func() bool {
@@ -130,26 +125,29 @@ func TestDaemonRescansAfterLostEvents(t *testing.T) {
 
 func TestDaemonRepairsDrift(t *testing.T) {
 	t.Parallel()
-	r, _ := fakeDaemon(t, testPolicy("[daemon]\nreconcile_interval = \"100ms\"\n"), "loop20000")
+	var rec writeRecorder
+	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nreconcile_interval = \"100ms\"\n"), rec.record, "loop20000")
 	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/queue/nr_requests"), "32\n")
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state to show the drift repaired", func() bool {
 		c := r.state(t).LastChange
 		return c != nil && c.Drift && c.Device == "loop20000" && c.Attribute == "nr_requests" && c.From == "32" && c.To == "64"
 	})
-	// Nothing drifted since: three reconciles read and do not write.
-	w := r.d.writes.Load()
-	reconciles := func() int { return len(r.log.Lines("scan done", "reason=reconcile")) }
-	seen := reconciles()
-	waitFor(t, 5*time.Second, "three more reconciles", func() bool { return reconciles() >= seen+3 })
-	if w2 := r.d.writes.Load(); w2 != w {
-		t.Errorf("%d writes while nothing drifted", w2-w)
+	// Nothing drifted since: three reconciles read and do not write. A
+	// disk's passes run one at a time, so once a fourth has started the
+	// three before it are done.
+	w := rec.count("")
+	seen := r.passes.Load()
+	waitFor(t, 5*time.Second, "three more reconciles", func() bool { return r.passes.Load() >= seen+4 })
+	if w2 := rec.count(""); w2 != w {
+		t.Errorf("%d writes while nothing drifted: %+v", w2-w, rec.of("loop20000", "")[w:])
 	}
 }
 
 func TestDaemonReload(t *testing.T) {
 	t.Parallel()
-	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
+	var rec writeRecorder
+	r, c := fakeDaemonWith(t, testPolicy(""), rec.record, "loop20000")
 	writeFile(t, r.policy, testPolicy("")+"\n[[rule]]\nname = \"broken\"\n[rule.set]\nreadahead_kb = 1\n")
 	r.signals <- syscall.SIGHUP
 	waitFor(t, 5*time.Second, "the state to show the failed reload", func() bool {
@@ -186,7 +184,7 @@ func TestDaemonReload(t *testing.T) {
 	if s := r.d.statusLine(); strings.Contains(s, "error") || strings.Contains(s, "FAILED") {
 		t.Errorf("STATUS= after a good reload: %q", s)
 	}
-	if n := len(r.log.Lines("msg=set", "attribute=scheduler")); n != 2 {
+	if n := rec.count("scheduler"); n != 2 {
 		t.Errorf("the reload rewrote a setting already in place: %d scheduler writes in all", n)
 	}
 }
@@ -346,13 +344,14 @@ func TestRestoreOnExit(t *testing.T) {
 	writeFile(t, filepath.Join(root, "block/loop20000/queue/scheduler"), "none [mq-deadline] kyber\n")
 	writeFile(t, filepath.Join(root, "block/loop20000/queue/nr_requests"), "64\n")
 	writeFile(t, filepath.Join(r.stateDir, "originals.json"), string(saved))
-	r2 := start(t, policy, func(cfg *Config) {
+	var rec writeRecorder
+	r2 := start(t, policy, rec.record, func(cfg *Config) {
 		cfg.FS = r.d.fs
-		cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
+		cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
 		cfg.StateDir = r.stateDir
 	})
-	if n := len(r2.log.Lines("msg=set")); n != 0 {
-		t.Errorf("the restarted daemon changed what was already in place:\n%s", r2.log)
+	if w := rec.of("loop20000", ""); len(w) != 0 {
+		t.Errorf("the restarted daemon changed what was already in place: %+v", w)
 	}
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
@@ -383,7 +382,7 @@ scheduler = "mq-deadline"
 `, loopGlob), func(cfg *Config) {
 		cfg.FS = fs
 		cfg.UdevDataDir = db
-		cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
+		cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
 	})
 	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
 		t.Errorf("loop20000, tagged in udev's database: scheduler %s", got)
@@ -402,7 +401,7 @@ func TestRestoreOnExitSkipsDisksStillWriting(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	r, c := fakeDaemonWith(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), func(cfg *Config) {
-		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+		cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			if dev.Name == "loop20000" && stuck.Load() {
 				entered <- struct{}{}
 				<-release
@@ -482,7 +481,7 @@ func TestReadyWaitsForEveryReload(t *testing.T) {
 			entered := make(chan struct{}, 1)
 			step := make(chan struct{})
 			r, _ := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-				cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+				cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 					if hold.Load() {
 						entered <- struct{}{}
 						<-step
@@ -530,7 +529,7 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		entered := make(chan struct{}, 1)
 		release := make(chan struct{})
 		r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-			cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+			cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 				if hold.CompareAndSwap(true, false) {
 					entered <- struct{}{}
 					<-release
@@ -550,7 +549,7 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20000", "disk")}
 		waitFor(t, 5*time.Second, "the removal and the add to merge", func() bool {
 			next, ok := r.d.queue.Next("loop20000")
-			return ok && next.kind == full && r.d.passes.Load() >= 2
+			return ok && next.kind == full && r.passes.Load() >= 2
 		})
 		close(release)
 		r.waitAttr(t, "loop20000", "nr_requests", "64")
@@ -605,7 +604,7 @@ func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
 	t.Cleanup(unblock)
 	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nrestore_on_exit = true\n"), func(cfg *Config) {
 		cfg.StopTimeout = 300 * time.Millisecond
-		cfg.restoreTarget = func(t apply.QueueAttrs) apply.QueueAttrs { bw.QueueAttrs = t; return bw }
+		cfg.hooks.restoreTarget = func(t apply.QueueAttrs) apply.QueueAttrs { bw.QueueAttrs = t; return bw }
 	}, "loop20000", "loop20001")
 	start := time.Now()
 	if err := r.stop(t); !errors.Is(err, ErrNotRestored) || !strings.Contains(err.Error(), "1 disk(s)") {
@@ -708,7 +707,7 @@ func TestStatusSaysWhyAHeldDiskIsNotWritten(t *testing.T) {
 	}
 	// Another pass while still held (one disk's passes run one after the
 	// other, so it ends before the pass after the release).
-	passes := r.d.passes.Load()
+	passes := r.passes.Load()
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20000", "disk")}
 	r.waitPasses(t, passes+1)
 

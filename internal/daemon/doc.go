@@ -3,7 +3,7 @@
 // drift on a timer, re-plans on SIGHUP, and reports to systemd, the journal
 // and a state file that `iosched status` reads.
 //
-// The loop is Daemon.Run (daemon.go, loop.go): nothing on it blocks; scans,
+// The loop is Daemon.Run (run.go, loop.go): nothing on it blocks; scans,
 // policy loads and passes run on goroutines Run waits for before it returns.
 // A uevent kicks a pass over its disk (pass.go: read, evaluate, plan, apply)
 // through a queue (package internal/tasks) that runs different disks in

@@ -42,7 +42,7 @@ func TestIntegrationForgedRemove(t *testing.T) {
 		t.Fatalf("originals file %s: %v", b, err)
 	}
 	want := f.Disks[name].Values
-	passes := r.d.passes.Load()
+	passes := r.passes.Load()
 	if err := os.WriteFile("/sys/block/"+name+"/uevent", []byte("remove"), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ const restorePolicy = "[daemon]\nrestore_on_exit = true\n"
 // waitPasses waits until the daemon has run n passes in all.
 func (r *running) waitPasses(t *testing.T, n int64) {
 	t.Helper()
-	waitFor(t, 5*time.Second, fmt.Sprintf("%d passes", n), func() bool { return r.d.passes.Load() >= n })
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d passes", n), func() bool { return r.passes.Load() >= n })
 }
 
 // A "remove" uevent for a disk still there (anyone can ask the kernel for
@@ -44,7 +44,7 @@ func (r *running) waitPasses(t *testing.T, n int64) {
 func TestRemoveUeventForADiskStillThere(t *testing.T) {
 	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(restorePolicy), "loop20000")
-	passes := r.d.passes.Load()
+	passes := r.passes.Load()
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")}
 	r.waitPasses(t, passes+1)
 	if st := r.state(t); st.Disks["loop20000"] == nil {
@@ -70,7 +70,7 @@ func TestStaleRemoveUeventKeepsTheNewDisk(t *testing.T) {
 	removeFakeDisk(t, r.d.fs, "loop20000")
 	addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
 	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/diskseq"), "200\n")
-	passes := r.d.passes.Load()
+	passes := r.passes.Load()
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")} // the old disk's; the new one's add was lost
 	r.waitPasses(t, passes+1)
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
@@ -131,8 +131,8 @@ func TestUnreadableOriginals(t *testing.T) {
 			r := start(t, testPolicy(restorePolicy), func(cfg *Config) {
 				cfg.FS = fs
 				cfg.StateDir = stateDir
-				cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
-				cfg.stateDebounce = 10 * time.Millisecond
+				cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
+				cfg.hooks.stateDebounce = 10 * time.Millisecond
 			})
 			aside, _ := filepath.Glob(path + ".unreadable-*")
 			if len(aside) != 1 {
@@ -239,12 +239,12 @@ func TestStopDuringTheStartScan(t *testing.T) {
 	entered := make(chan struct{}, 300)
 	d, err := New(Config{PolicyPath: policyPath, FS: fs, StateDir: filepath.Join(dir, "state"), RuntimeDir: filepath.Join(dir, "run"),
 		LockFile: filepath.Join(dir, "disks.lock"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal), Parallel: 8,
-		dial: newFakeDialer(ueventtest.NewConn()).dial,
-		evaluate: func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
-			entered <- struct{}{}
-			time.Sleep(100 * time.Millisecond) // 300 disks, 8 at once: a 4 s scan
-			return p.EvaluateUntil(dev, stop)
-		}})
+		hooks: hooks{dial: newFakeDialer(ueventtest.NewConn()).dial,
+			evaluate: func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+				entered <- struct{}{}
+				time.Sleep(100 * time.Millisecond) // 300 disks, 8 at once: a 4 s scan
+				return p.EvaluateUntil(dev, stop)
+			}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,16 +286,16 @@ func TestStopReachesAnEvaluation(t *testing.T) {
 	fs := fakeTree(t, "loop20000", "loop20001")
 	d, err := New(Config{PolicyPath: policyPath, FS: fs, StateDir: filepath.Join(dir, "state"), RuntimeDir: filepath.Join(dir, "run"),
 		LockFile: filepath.Join(dir, "disks.lock"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal), Parallel: 8,
-		dial: newFakeDialer(ueventtest.NewConn()).dial,
-		evaluate: func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
-			entered <- struct{}{}
-			// An evaluation that takes until it is told to stop.
-			if !eventually.Within(10*time.Second, stop) {
-				return p.EvaluateUntil(dev, stop)
-			}
-			stopSeen <- struct{}{}
-			return policy.Evaluation{Settings: []policy.Setting{{Attribute: "scheduler", Values: []string{"bfq"}}}}, false
-		}})
+		hooks: hooks{dial: newFakeDialer(ueventtest.NewConn()).dial,
+			evaluate: func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+				entered <- struct{}{}
+				// An evaluation that takes until it is told to stop.
+				if !eventually.Within(10*time.Second, stop) {
+					return p.EvaluateUntil(dev, stop)
+				}
+				stopSeen <- struct{}{}
+				return policy.Evaluation{Settings: []policy.Setting{{Attribute: "scheduler", Values: []string{"bfq"}}}}, false
+			}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestSecondDaemonOnOneRuntimeDir(t *testing.T) {
 	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
 	second, err := New(Config{PolicyPath: r.policy, FS: r.d.fs, RuntimeDir: r.runtimeDir, StateDir: t.TempDir(),
 		LockFile: r.lockFile, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal),
-		dial: newFakeDialer(ueventtest.NewConn()).dial})
+		hooks: hooks{dial: newFakeDialer(ueventtest.NewConn()).dial}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestStaleOriginalsDropped(t *testing.T) {
 			r := start(t, testPolicy(restorePolicy), func(cfg *Config) {
 				cfg.FS = fs
 				cfg.StateDir = stateDir
-				cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
+				cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
 			})
 			r.waitAttr(t, "loop20000", "nr_requests", "64")
 			if err := r.stop(t); err != nil {
@@ -487,7 +487,7 @@ func TestStaleProbeRecordAtStart(t *testing.T) {
 	r := start(t, "", func(cfg *Config) {
 		cfg.FS = fs
 		cfg.StateDir = stateDir
-		cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
+		cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
 	})
 	if len(r.log.Lines("an interrupted probe's record dropped", "device=loop20000", "no longer shows what iosched left")) != 1 {
 		t.Errorf("the stale record's drop was not logged:\n%s", r.log)
@@ -512,8 +512,8 @@ func TestUnreadableProbeRecordAtStart(t *testing.T) {
 	r := start(t, "", func(cfg *Config) {
 		cfg.FS = fs
 		cfg.StateDir = stateDir
-		cfg.dial = newFakeDialer(ueventtest.NewConn()).dial
-		cfg.stateDebounce = 10 * time.Millisecond
+		cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
+		cfg.hooks.stateDebounce = 10 * time.Millisecond
 	})
 	aside, _ := filepath.Glob(filepath.Join(stateDir, "probe-loop20000.originals.json.unreadable-*"))
 	if len(aside) != 1 {

@@ -8,12 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/iosched/iosched/internal/disklock"
 	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/looptest"
+	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/internal/sysfs"
 	"github.com/iosched/iosched/internal/ueventtest"
 )
@@ -59,6 +62,10 @@ type running struct {
 	runtimeDir string
 	stateDir   string
 	lockFile   string
+	// passes and adaptGaps count the passes started and the adaptive
+	// samples not taken (hooks.passStarted, hooks.adaptGap).
+	passes    atomic.Int64
+	adaptGaps atomic.Int64
 }
 
 // start runs a daemon with policyText until the test ends, and returns
@@ -87,6 +94,8 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 		// about following the files turn it on.
 		NoPolicyFollow: true,
 	}
+	cfg.hooks.passStarted = func(string) { r.passes.Add(1) }
+	cfg.hooks.adaptGap = func(string) { r.adaptGaps.Add(1) }
 	for _, m := range modify {
 		m(&cfg)
 	}
@@ -104,15 +113,14 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 			t.Logf("daemon log (debug lines left out):\n%s", tail(r.log.Without("level=DEBUG"), 60))
 		}
 	})
-	waitFor(t, 30*time.Second, "the daemon to be ready", func() bool {
-		select {
-		case err := <-r.done:
-			r.done <- err
-			t.Fatalf("daemon stopped: %v\n%s", err, r.log.String())
-		default:
-		}
-		return len(r.log.Lines("msg=ready")) > 0
-	})
+	select {
+	case <-d.Ready():
+	case err := <-r.done:
+		r.done <- err
+		t.Fatalf("daemon stopped before it was ready: %v\n%s", err, r.log.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the daemon was not ready within 30 s\n%s", r.log.String())
+	}
 	return r
 }
 
@@ -222,4 +230,30 @@ func (r *running) otherProcessLocks(t testing.TB) *disklock.Locks {
 	l := disklock.New(r.lockFile)
 	t.Cleanup(l.Close)
 	return l
+}
+
+// reloadSeq is the number of the last reload the state file shows, 0
+// before the first.
+func (r *running) reloadSeq(t testing.TB) int {
+	t.Helper()
+	st, err := statefile.Read(r.runtimeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LastReload == nil {
+		return 0
+	}
+	return st.LastReload.Seq
+}
+
+// replan sends SIGHUP and waits until the state file shows that reload
+// taken and every disk re-planned under it.
+func (r *running) replan(t testing.TB, what string, within time.Duration) {
+	t.Helper()
+	seq := r.reloadSeq(t) + 1
+	r.signals <- syscall.SIGHUP
+	waitFor(t, within, what, func() bool {
+		st, err := statefile.Read(r.runtimeDir)
+		return err == nil && st.LastReload != nil && st.LastReload.Seq >= seq && st.LastReload.OK && st.LastReload.Done
+	})
 }

@@ -276,7 +276,7 @@ property = { ID_IOSCHED_TEST = "yes" }
 scheduler = "mq-deadline"
 nr_requests = 64
 `, loopGlob))
-	passes := r.d.passes.Load()
+	passes := r.passes.Load()
 	created := loops(t, 22400, 3)
 	tagged, plain, sentinel := created[0], created[1], created[2]
 	// The kernel's own add events do not reach a udev-mode daemon. Had
@@ -288,7 +288,7 @@ nr_requests = 64
 		st, err := statefile.Read(r.runtimeDir)
 		return err == nil && st.Disks[sentinel] != nil
 	})
-	if n := r.d.passes.Load() - passes; n != 1 {
+	if n := r.passes.Load() - passes; n != 1 {
 		t.Fatalf("a udev-mode daemon acted on kernel events: %d passes for one udev event", n)
 	}
 	if left := notConverged(t, []string{tagged, plain}); len(left) != 2 {

@@ -16,17 +16,10 @@ import (
 
 // eventLoop is what Run keeps between two events: which scan runs and
 // which is asked for next, the policy load under way, the reload waiting
-// for its re-plan, the reconcile and watchdog tickers, the debounced state
-// file, the thread release.
+// for its re-plan. Timers, the state file and the thread release are
+// background tasks (background.go) that ask the loop through Daemon.asks.
 type eventLoop struct {
-	d         *Daemon
-	reconcile <-chan time.Time
-	stopTick  func()
-	watchdog  <-chan time.Time
-	stopDog   func()
-	flush     <-chan time.Time
-	release   <-chan time.Time
-	status    string // the last STATUS= sent
+	d *Daemon
 
 	scanning bool
 	// next is a scan asked for while one ran (when nextOwed): the
@@ -39,42 +32,18 @@ type eventLoop struct {
 	// reload is still being re-planned, and systemd must not hear READY=1.
 	reloads, replanned int
 	// started: the start scan is done; tasksUp: every task Run started
-	// is ready (tasksStarting closed). READY=1 is never sent before both.
-	started       bool
-	tasksUp       bool
-	tasksStarting <-chan struct{}
+	// is ready (askTasksReady). READY=1 is never sent before both.
+	started bool
+	tasksUp bool
 
 	// loading: a policy load runs (the loadSeq'th), for requests; its
-	// answer is refused if it has not come by loadDeadline. reloadOwed:
-	// a SIGHUP came meanwhile, and another load follows this one.
-	loading      bool
-	loadSeq      int
-	requests     []string
-	loadDeadline <-chan time.Time
-	reloadOwed   bool
-}
-
-func (d *Daemon) newEventLoop() *eventLoop {
-	l := &eventLoop{d: d, stopDog: func() {}}
-	l.reconcile, l.stopTick = ticker(d.policy.Load().Daemon.ReconcileInterval)
-	// Pinged from the loop itself, so a loop stuck anywhere stops the
-	// pings and systemd restarts the daemon.
-	if iv, err := sd.SdWatchdogEnabled(false); err != nil {
-		d.log.Warn("watchdog", "error", err)
-	} else if iv > 0 {
-		l.watchdog, l.stopDog = ticker(iv / 2)
-	}
-	return l
-}
-
-func (l *eventLoop) stop() {
-	l.stopTick()
-	l.stopDog()
-}
-
-func (l *eventLoop) resetReconcile() {
-	l.stopTick()
-	l.reconcile, l.stopTick = ticker(l.d.policy.Load().Daemon.ReconcileInterval)
+	// answer is refused if it has not come within LoadTimeout.
+	// reloadOwed: a SIGHUP came meanwhile, and another load follows this
+	// one.
+	loading    bool
+	loadSeq    int
+	requests   []string
+	reloadOwed bool
 }
 
 // scan starts a scan unless one runs; then the next one, started when it
@@ -108,7 +77,6 @@ func (l *eventLoop) reload() {
 	l.loading = true
 	l.loadSeq++
 	l.requests = l.d.takeReloadRequests()
-	l.loadDeadline = time.After(l.d.cfg.LoadTimeout)
 	l.d.load(l.loadSeq, nil)
 }
 
@@ -121,6 +89,10 @@ func (l *eventLoop) loaded(r loadResult) {
 	if !l.loading || r.seq != l.loadSeq {
 		return // a load given up on
 	}
+	if r.timedOut {
+		l.loadTimedOut()
+		return
+	}
 	l.finishLoad(r.pol, r.err)
 }
 
@@ -132,7 +104,7 @@ func (l *eventLoop) loadTimedOut() {
 }
 
 func (l *eventLoop) finishLoad(pol *policy.Policy, err error) {
-	l.loading, l.loadDeadline = false, nil
+	l.loading = false
 	requests := l.requests
 	l.requests = nil
 	if !l.d.reloaded(pol, err, requests) {
@@ -140,7 +112,7 @@ func (l *eventLoop) finishLoad(pol *policy.Policy, err error) {
 			l.ready()
 		}
 	} else {
-		l.resetReconcile()
+		l.d.resetReconcile()
 		l.reloads++
 		l.scan(settingsOnly, "reload")
 	}
@@ -153,7 +125,7 @@ func (l *eventLoop) finishLoad(pol *policy.Policy, err error) {
 // tasksReady notes that every task Run started is ready, and tells systemd
 // when nothing else is awaited.
 func (l *eventLoop) tasksReady() {
-	l.tasksStarting, l.tasksUp = nil, true
+	l.tasksUp = true
 	if l.replanned == l.reloads {
 		l.ready()
 	}
@@ -173,6 +145,7 @@ func (l *eventLoop) scanned(r scanResult) {
 	if r.reason == "start" {
 		l.started = true
 		l.d.log.Info("ready", "disks", l.d.count(), "policy", l.d.policy.Load().Sources, "uevents", l.d.ueventSource(l.d.policy.Load()))
+		close(l.d.ready)
 		if l.replanned == l.reloads {
 			l.ready()
 		}
@@ -211,45 +184,25 @@ func (d *Daemon) takeReloadRequests() []string {
 	return ids
 }
 
-// flushSoon writes the state file a little later, so that 1000 disks
-// changing at once make a few writes, not 1000.
-func (l *eventLoop) flushSoon() {
-	if l.flush == nil {
-		l.flush = time.After(l.d.cfg.stateDebounce)
-		l.d.stateDue.Store(true)
-	}
-}
-
-// releaseSoon ends the threads a burst left behind shortly (releaseDelay),
-// unless another burst is running by then (its own end asks again).
-func (l *eventLoop) releaseSoon() {
-	l.release = time.After(releaseDelay)
-}
-
-// releaseDelay: long enough that the queue going idle for a moment in the
-// middle of a burst (the next events not read yet) does not end threads
-// about to be needed again, short enough that the burst's memory is not
-// still held when the next thing comes (the reconcile after it, say).
-const releaseDelay = 100 * time.Millisecond
-
-func (l *eventLoop) flushNow() {
-	l.flush = nil
-	// Before the write reads the state: a change made from now on is
-	// not in it, and asks for the next.
-	l.d.stateDue.Store(false)
-	if err := l.d.writeState(); err != nil {
-		l.d.log.Error("writing the state file", "error", err)
-	}
-	if s := l.d.statusLine(); s != l.status {
-		l.status = s
-		l.d.notify(s)
-	}
-}
-
 func ticker(every time.Duration) (<-chan time.Time, func()) {
 	if every <= 0 {
 		return nil, func() {}
 	}
 	t := time.NewTicker(every)
 	return t.C, t.Stop
+}
+
+// asked does what a background task asked.
+func (l *eventLoop) asked(a ask) {
+	switch a {
+	case askReconcile:
+		l.d.checkUdev()
+		l.scan(settingsOnly, "reconcile")
+	case askReload:
+		l.reload()
+	case askTasksReady:
+		l.tasksReady()
+	case askWatchdog:
+		l.d.notify(sd.SdNotifyWatchdog)
+	}
 }

@@ -170,7 +170,7 @@ func TestDaemonFollowsKubeletConfigMap(t *testing.T) {
 	r, _ := fakeDaemonWith(t, "", func(cfg *Config) {
 		cfg.PolicyPath = kube
 		cfg.NoPolicyFollow = false
-		cfg.policyDebounce = 50 * time.Millisecond
+		cfg.hooks.policyDebounce = 50 * time.Millisecond
 	}, "loop20000")
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
 	if !r.state(t).PolicyFollowed {
@@ -231,8 +231,7 @@ func TestUdevModeRefusedInPrivateNetworkNamespace(t *testing.T) {
 		LockFile: filepath.Join(dir, "disks.lock"),
 		Logger:   slog.New(slog.NewTextHandler(&log, nil)),
 		Signals:  make(chan os.Signal), NoPolicyFollow: true,
-		dial:         fd.dial,
-		privateNetNS: func() (bool, string) { return true, "test" },
+		hooks: hooks{dial: fd.dial, privateNetNS: func() (bool, string) { return true, "test" }},
 	})
 	if err != nil {
 		t.Fatal(err)

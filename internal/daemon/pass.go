@@ -62,7 +62,9 @@ func (d *Daemon) pass(name string, j job) {
 			d.log.Error("internal error; the disk is skipped until its next event", "device", name, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	d.passes.Add(1)
+	if d.cfg.hooks.passStarted != nil {
+		d.cfg.hooks.passStarted(name)
+	}
 	if j.kind == removal {
 		if d.gone(name) {
 			d.forget(name)
@@ -112,6 +114,9 @@ func (d *Daemon) pass(name string, j job) {
 		applier := d.applier
 		if diskDir != nil {
 			applier.FS = diskDir // written where it was read
+		}
+		if d.cfg.hooks.passTarget != nil {
+			applier.FS = d.cfg.hooks.passTarget(applier.FS)
 		}
 		var remember func()
 		if pol.Daemon.RestoreOnExit {

@@ -395,8 +395,8 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string,
 
 // probeStep tells a test's Config.probeStep where a probe of the disk is.
 func (d *Daemon) probeStep(name, step string) {
-	if d.cfg.probeStep != nil {
-		d.cfg.probeStep(name, step)
+	if d.cfg.hooks.probeStep != nil {
+		d.cfg.hooks.probeStep(name, step)
 	}
 }
 

@@ -81,7 +81,7 @@ func (r *running) diskState(t *testing.T, name string) *statefile.DiskState {
 func withStateDir(dir string) func(*Config) {
 	return func(c *Config) {
 		c.StateDir = dir
-		c.probeRetry = 200 * time.Millisecond // udev may read a new loop
+		c.hooks.probeRetry = 200 * time.Millisecond // udev may read a new loop
 	}
 }
 

@@ -151,7 +151,7 @@ func TestProbePendingInterim(t *testing.T) {
 	ran := make(chan struct{})
 	var once sync.Once
 	r, _ := fakeDaemonWith(t, fakeProbePolicy(""), func(c *Config) {
-		c.probeStep = func(name, step string) {
+		c.hooks.probeStep = func(name, step string) {
 			switch step {
 			case "queued":
 				<-ran
@@ -297,7 +297,7 @@ func TestReloadKeepsAnUnchangedProbe(t *testing.T) {
 	var mu sync.Mutex
 	measured := 0
 	r, _ := fakeDaemonWith(t, probedPolicy(128, "100ms"), func(c *Config) {
-		c.probeStep = func(name, step string) {
+		c.hooks.probeStep = func(name, step string) {
 			if step != "measuring" {
 				return
 			}
@@ -387,7 +387,7 @@ func TestProbeFailedNotRetriedOnReload(t *testing.T) {
 	var mu sync.Mutex
 	measured := 0
 	r, _ := fakeDaemonWith(t, probedPolicy(128, "100ms"), func(c *Config) {
-		c.probeStep = func(name, step string) {
+		c.hooks.probeStep = func(name, step string) {
 			if step == "measuring" {
 				mu.Lock()
 				measured++
@@ -445,7 +445,7 @@ func TestProbeBackoffGrows(t *testing.T) {
 	var mu sync.Mutex
 	measured := 0
 	r, _ := fakeDaemonWith(t, probedPolicy(128, "200ms"), func(c *Config) {
-		c.probeStep = func(name, step string) {
+		c.hooks.probeStep = func(name, step string) {
 			if step == "measuring" {
 				mu.Lock()
 				measured++

@@ -19,8 +19,8 @@ func fakeDaemonWith(t *testing.T, policyText string, mod func(*Config), disks ..
 	fd := newFakeDialer(c)
 	r := start(t, policyText, func(cfg *Config) {
 		cfg.FS = fs
-		cfg.dial = fd.dial
-		cfg.stateDebounce = 10 * time.Millisecond
+		cfg.hooks.dial = fd.dial
+		cfg.hooks.stateDebounce = 10 * time.Millisecond
 		mod(cfg)
 	})
 	return r, c
@@ -40,8 +40,7 @@ rotational = false
 [rule.set]
 read_ahead_kb = 4
 `)
-	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "reload scan", func() bool { return len(r.log.Lines("scan done", `reason=reload`)) == 1 })
+	r.replan(t, "the reload's re-plan", 5*time.Second)
 	if got := r.attr(t, "loop20000", "read_ahead_kb"); got != "4" {
 		t.Errorf("after a reload adding a rotational rule, read_ahead_kb = %s, want 4", got)
 	}
@@ -53,7 +52,7 @@ func TestReloadTestsNoWaitWhenItComesToMatter(t *testing.T) {
 	var mu sync.Mutex
 	tested := map[string]bool{}
 	r, _ := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+		cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			mu.Lock()
 			if dev.NoWait != nil || dev.NoWaitReason != "" {
 				tested[dev.Name] = true
@@ -76,8 +75,7 @@ nowait = false
 [rule.set]
 read_ahead_kb = 4
 `)
-	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "reload scan", func() bool { return len(r.log.Lines("scan done", `reason=reload`)) == 1 })
+	r.replan(t, "the reload's re-plan", 5*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if !tested["loop20000"] {
@@ -93,7 +91,7 @@ func TestStuckDiskDoesNotBlockLaterRescans(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
-		cfg.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
+		cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 			if dev.Name == "loop20000" && stuck.Load() {
 				entered <- struct{}{}
 				<-release

@@ -6,6 +6,8 @@ package daemon
 // and name the rule in the log when one undid the policy.
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/iosched/iosched/internal/apply"
@@ -20,10 +22,10 @@ import (
 // it was (the policy may then be undone by a udev rule until the next
 // reconcile), and says so.
 func (d *Daemon) followUdev() {
-	if d.udev || d.cfg.followDial == nil {
+	if d.udev || d.cfg.hooks.followDial == nil {
 		return
 	}
-	mon, err := d.follow.Listen(d.cfg.followDial)
+	mon, err := d.follow.Listen(d.cfg.hooks.followDial)
 	if err != nil {
 		d.log.Warn("cannot follow udevd's events: a udev rule that writes a queue setting may undo the policy until the next reconcile", "error", err)
 		return
@@ -60,7 +62,7 @@ func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 		return false
 	}
 	name := dev.Name
-	grace := d.cfg.udevdGrace
+	grace := d.cfg.hooks.udevdGrace
 	if grace <= 0 {
 		grace = udevfollow.DefaultGrace
 	}
@@ -102,4 +104,32 @@ func (d *Daemon) logUdevRace(dev *sysfs.Device, o apply.Outcome, attrs []any) bo
 	d.log.Info("a udev rule wrote another value right after this one; it is put back once udevd is done with the disk",
 		append(attrs, "got", o.Got, "udev_rule", rules)...)
 	return true
+}
+
+// checkUdev warns, in the log once and in the state for as long as it
+// lasts, when the daemon listens to udevd's events and no udevd runs
+// (nothing answers on its control socket: Follower.NoUdevd): hot-plugged disks
+// would go unnoticed until the next reconcile or rescan.
+func (d *Daemon) checkUdev() {
+	pol := d.policy.Load()
+	if pol == nil || d.ueventSource(pol) != "udev" {
+		return
+	}
+	err := d.follow.NoUdevd()
+	msg := ""
+	if err != nil {
+		msg = fmt.Sprintf("uevent_source is udev, but no udevd runs (%s: %v): disks that appear or change are not seen until the next reconcile", d.cfg.UdevControl, errors.Unwrap(err))
+	}
+	d.mu.Lock()
+	old := d.report.UdevWarning
+	d.report.UdevWarning = msg
+	d.mu.Unlock()
+	if msg != old {
+		if msg != "" {
+			d.log.Warn("no udevd runs: hot-plugged disks are seen only at the next reconcile", "control_socket", d.cfg.UdevControl)
+		} else {
+			d.log.Info("udevd runs again", "control_socket", d.cfg.UdevControl)
+		}
+		d.markChanged()
+	}
 }

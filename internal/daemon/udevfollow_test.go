@@ -23,7 +23,7 @@ func followedDaemon(t *testing.T, mods ...func(*Config)) (r *running, kernel, ud
 	udevd = ueventtest.NewConn()
 	ud := newFakeDialer(udevd)
 	r, kernel = fakeDaemonWith(t, testPolicy(""), func(c *Config) {
-		c.followDial = ud.dial
+		c.hooks.followDial = ud.dial
 		c.RulesRoot = root
 		for _, m := range mods {
 			m(c)
@@ -54,7 +54,7 @@ func TestDaemonFollowsUdevd(t *testing.T) {
 
 	// Only what moved is written: udevd's event for a disk in policy
 	// reads and writes nothing.
-	w, passes := r.d.writes.Load(), r.d.passes.Load()
+	w, passes := r.d.writes.Load(), r.passes.Load()
 	udevd.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop20000", "disk")}
 	r.waitPasses(t, passes+1) // the pass udevd's event asks for
 	if w2 := r.d.writes.Load(); w2 != w {
@@ -73,8 +73,9 @@ func TestDaemonFollowsUdevd(t *testing.T) {
 	writeFile(t, sched, "none mq-deadline kyber [bfq]\n")
 	udevd.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS}
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
-	waitFor(t, 5*time.Second, "the scan to be logged", func() bool {
-		return len(r.log.Lines("scan done", `reason="udevd events lost"`)) == 1
+	waitFor(t, 5*time.Second, "the rescan in the state file", func() bool {
+		sc := r.state(t).LastScan
+		return sc != nil && sc.Reason == "udevd events lost"
 	})
 	if lines := r.log.Lines("level=ERROR"); len(lines) > 0 {
 		t.Errorf("errors logged: %q", lines)
@@ -85,7 +86,7 @@ func TestDaemonFollowsUdevd(t *testing.T) {
 func TestDaemonUdevModeDoesNotFollowTwice(t *testing.T) {
 	t.Parallel()
 	ud := newFakeDialer()
-	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nuevent_source = \"udev\"\n"), func(c *Config) { c.followDial = ud.dial }, "loop20000")
+	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nuevent_source = \"udev\"\n"), func(c *Config) { c.hooks.followDial = ud.dial }, "loop20000")
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
 	if n := ud.Count(); n != 0 {
 		t.Errorf("udev mode opened %d more sockets", n)
@@ -97,7 +98,7 @@ func TestDaemonUdevModeDoesNotFollowTwice(t *testing.T) {
 // switches at once on one queue), or after a grace if udevd says nothing.
 // Scans are not held back.
 func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
-	r, kernel, udevd := followedDaemon(t, func(c *Config) { c.udevdGrace = 300 * time.Millisecond })
+	r, kernel, udevd := followedDaemon(t, func(c *Config) { c.hooks.udevdGrace = 300 * time.Millisecond })
 	root := r.d.fs.Root()
 	// udevd is heard: it runs.
 	udevd.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop20000", "disk")}

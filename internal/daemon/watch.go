@@ -16,7 +16,7 @@ func (d *Daemon) followPolicy() {
 	if d.cfg.NoPolicyFollow {
 		return
 	}
-	w, err := policywatch.New(policywatch.Options{Path: d.cfg.PolicyPath, Debounce: d.cfg.policyDebounce, Log: d.log})
+	w, err := policywatch.New(policywatch.Options{Path: d.cfg.PolicyPath, Debounce: d.cfg.hooks.policyDebounce, Log: d.log})
 	if err != nil {
 		d.log.Warn("not following the policy files; reload with SIGHUP", "error", err)
 		return
