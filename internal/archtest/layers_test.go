@@ -44,11 +44,9 @@ var layers = []string{
 	"internal/apply",
 	"internal/restore",
 	"internal/pipeline",
-	// The records: state, metrics, udevd's view.
+	// The records: the state file, metrics.
 	"internal/statefile",
-	"internal/daemonstate",
 	"internal/metrics",
-	"internal/udevfollow",
 	// The programs.
 	"internal/daemon",
 	"internal/cli",

@@ -11,7 +11,6 @@ import (
 
 	"github.com/iosched/iosched/internal/adapt"
 	"github.com/iosched/iosched/internal/adapt/adaptopt"
-	"github.com/iosched/iosched/internal/daemonstate"
 	"github.com/iosched/iosched/internal/observe"
 	"github.com/iosched/iosched/internal/pipeline"
 	"github.com/iosched/iosched/internal/policy"
@@ -179,7 +178,7 @@ func (d *Daemon) adaptPassed(name string, dev *sysfs.Device, held bool) {
 	if x == nil {
 		return
 	}
-	if s := daemonstate.Current(dev, schedulerAttr); s != "" {
+	if s := Current(dev, schedulerAttr); s != "" {
 		x.current = s
 	}
 	if held {

@@ -11,10 +11,10 @@
 // into one more pass; job.go says what is owed to a disk and how asks merge.
 // The uevents come from package uevent's monitors, which run with the policy
 // follower and the metrics writer as tasks under one owner (package
-// internal/tasks); package udevfollow follows udevd in kernel mode, and
+// internal/tasks); udevdfollower.go follows udevd in kernel mode, and
 // udevfollow.go says what the daemon does with it. What the daemon records
-// for the state file is in state.go (the daemon-wide report and a disk's
-// state after a pass are package internal/daemonstate's, the schema package
+// for the state file is in state.go and statereport.go (the daemon-wide
+// report and a disk's state after a pass; the schema is package
 // statefile's), systemd's notify messages in notify.go, the runtime
 // directory's lock in package internal/disklock; package restore keeps and
 // puts back the original values of restore_on_exit. The probes [rule.probe]

@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/iosched/iosched/internal/daemonstate"
 	"github.com/iosched/iosched/internal/policy"
 )
 
@@ -107,7 +106,7 @@ func (d *Daemon) ueventSource(pol *policy.Policy) string {
 // is done (loop.loaded).
 func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool {
 	if err != nil {
-		lines := daemonstate.ErrorLines(err)
+		lines := ErrorLines(err)
 		for _, line := range lines {
 			d.log.Error("policy reload failed; the previous policy stays in force", "error", line)
 		}

@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/iosched/iosched/internal/daemonstate"
 	"github.com/iosched/iosched/internal/statefile"
 
 	"github.com/iosched/iosched/internal/apply"
@@ -50,14 +49,14 @@ func TestAppliedWantsWhatThePlanChose(t *testing.T) {
 		p := plan.For(tt.dev, ev)
 		var res apply.Result
 		for _, c := range p.Changes {
-			o := apply.Outcome{Change: c, Before: daemonstate.Current(tt.dev, c.Attribute), Status: apply.Written, Got: c.To}
+			o := apply.Outcome{Change: c, Before: Current(tt.dev, c.Attribute), Status: apply.Written, Got: c.To}
 			if c.Attribute == tt.failed {
 				o.Status, o.Got = apply.Failed, ""
 			}
 			res.Outcomes = append(res.Outcomes, o)
 		}
 		settle(tt.dev, res)
-		if got := daemonstate.Applied(tt.dev, ev, p); !reflect.DeepEqual(got, tt.want) {
+		if got := Applied(tt.dev, ev, p); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: settings\n%+v\nwant\n%+v", tt.name, got, tt.want)
 		}
 	}

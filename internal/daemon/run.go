@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/apply"
-	"github.com/iosched/iosched/internal/daemonstate"
 	"github.com/iosched/iosched/internal/devnode"
 	"github.com/iosched/iosched/internal/disklock"
 	"github.com/iosched/iosched/internal/metrics"
@@ -23,7 +22,6 @@ import (
 	"github.com/iosched/iosched/internal/statefile"
 	"github.com/iosched/iosched/internal/sysfs"
 	"github.com/iosched/iosched/internal/tasks"
-	"github.com/iosched/iosched/internal/udevfollow"
 	"github.com/iosched/iosched/internal/uevent"
 )
 
@@ -59,11 +57,11 @@ type Daemon struct {
 
 	mu     sync.Mutex // guards disks and report
 	disks  map[string]*disk
-	report daemonstate.Report
+	report Report
 
-	follow *udevfollow.Follower // udevd's processed events, in kernel mode
-	probes probes               // [rule.probe]: probe.go
-	adapt  adaptive             // [rule.adapt]: adapt.go
+	follow *Follower // udevd's processed events, in kernel mode
+	probes probes    // [rule.probe]: probe.go
+	adapt  adaptive  // [rule.adapt]: adapt.go
 	// adaptHist keeps the adaptive disks' switch histories in the state
 	// directory: adapthistory.go.
 	adaptHist adaptHistories
@@ -123,7 +121,7 @@ func New(cfg Config) (*Daemon, error) {
 		locks:   disklock.New(cfg.LockFile),
 	}
 	d.inFlight = tasks.NewWrites(d.markChanged)
-	d.follow = udevfollow.New(cfg.RulesRoot, cfg.UdevControl, d.log)
+	d.follow = newUdevdFollower(cfg.RulesRoot, cfg.UdevControl, d.log)
 	// A stop is asked between rules, not only between disks: a policy of
 	// thousands of rules takes a while on each disk in flight. What an
 	// evaluation cut short returns is never used: the pass sees the stop.

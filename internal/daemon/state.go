@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/apply"
-	"github.com/iosched/iosched/internal/daemonstate"
 	"github.com/iosched/iosched/internal/fileio"
 	"github.com/iosched/iosched/internal/originals"
 	"github.com/iosched/iosched/internal/plan"
@@ -27,7 +26,7 @@ func (d *Daemon) noteDisk(name string, rec *disk, dev *sysfs.Device, ev policy.E
 	for _, r := range rec.refused {
 		refused = append(refused, r.Refusal)
 	}
-	st, failed := daemonstate.AfterPass(dev, ev, p, res, refused)
+	st, failed := AfterPass(dev, ev, p, res, refused)
 	d.mu.Lock()
 	old := rec.state
 	d.report.SettleDisk(name, old, &st, failed)

@@ -13,7 +13,6 @@ import (
 	"github.com/iosched/iosched/internal/apply"
 	"github.com/iosched/iosched/internal/plan"
 	"github.com/iosched/iosched/internal/sysfs"
-	"github.com/iosched/iosched/internal/udevfollow"
 	"github.com/iosched/iosched/internal/uevent"
 )
 
@@ -52,7 +51,7 @@ func (d *Daemon) recheck(l *eventLoop, ev uevent.Event) {
 // one queue can oops the kernel and leave the disk impossible to remove
 // (contrib/bench/README.md, "Two scheduler switches at once on one queue
 // oops this kernel"). udevd's processed event brings the pass that writes;
-// if none comes within udevfollow.DefaultGrace, a pass is asked for anyway.
+// if none comes within DefaultGrace, a pass is asked for anyway.
 func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	if !j.kernelEvent || j.afterUdev || !d.follow.Following() || d.follow.NoUdevd() != nil {
 		return false
@@ -64,7 +63,7 @@ func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
 	name := dev.Name
 	grace := d.cfg.hooks.udevdGrace
 	if grace <= 0 {
-		grace = udevfollow.DefaultGrace
+		grace = DefaultGrace
 	}
 	d.follow.AfterGrace(grace, func() { d.kick(name, settingsOnly, nil, nil) })
 	d.log.Debug("left to udevd first: its rules write what the policy sets", "device", name, "udev_rule", strings.Join(found, ", "))

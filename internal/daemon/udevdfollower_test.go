@@ -1,4 +1,4 @@
-package udevfollow
+package daemon
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 func TestNoUdevd(t *testing.T) {
 	t.Parallel()
 	control := filepath.Join(t.TempDir(), "control")
-	f := New("", control, nil)
+	f := newUdevdFollower("", control, nil)
 	if err := f.NoUdevd(); err == nil {
 		t.Error("no control socket, nothing heard: udevd said to run")
 	}

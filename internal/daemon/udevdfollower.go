@@ -1,4 +1,4 @@
-// Package udevfollow is the daemon's view of udevd in kernel mode: the
+// The daemon's view of udevd in kernel mode: the
 // events udevd is done with, whether udevd runs, and the udev rules that
 // write a disk's settings, read when a log line or a pass needs them.
 //
@@ -9,7 +9,8 @@
 // RUN program) for it, on the udev netlink group: the daemon listens there
 // too and checks the disk again, read-only, writing only what moved. No
 // udevd, no message: an idle daemon still costs nothing.
-package udevfollow
+
+package daemon
 
 import (
 	"log/slog"
@@ -53,10 +54,10 @@ type Follower struct {
 	graceFiring sync.WaitGroup
 }
 
-// New returns a Follower that reads the udev rules under rulesRoot and
+// newUdevdFollower returns a Follower that reads the udev rules under rulesRoot and
 // asks controlSocket whether udevd runs. It follows no events until
 // Listen.
-func New(rulesRoot, controlSocket string, log *slog.Logger) *Follower {
+func newUdevdFollower(rulesRoot, controlSocket string, log *slog.Logger) *Follower {
 	return &Follower{rulesRoot: rulesRoot, controlSocket: controlSocket, log: log}
 }
 

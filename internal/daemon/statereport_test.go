@@ -1,4 +1,4 @@
-package daemonstate
+package daemon
 
 import (
 	"errors"

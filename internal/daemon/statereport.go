@@ -1,10 +1,11 @@
-// Package daemonstate is what the daemon records for its state file
-// (package statefile's schema) between writes: the daemon-wide report
+// What the daemon records for its state file (package statefile's schema)
+// between writes: the daemon-wide report
 // (reloads, the last scan, change and error, a failure to save the
 // original values, the udev warning) and what a pass leaves of one disk.
 // It holds no lock: the daemon keeps the report under the lock of its
 // disks, so that one snapshot is one view of both.
-package daemonstate
+
+package daemon
 
 import (
 	"errors"
