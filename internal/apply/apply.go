@@ -121,7 +121,7 @@ func (a *Applier) backoff() time.Duration {
 
 // All applies every plan, disks concurrently up to Parallel, and returns the
 // results in the order of plans. Plans with no changes cost nothing.
-func (a *Applier) All(ctx context.Context, plans []plan.Device) []Result {
+func (a *Applier) All(ctx context.Context, plans []plan.Plan) []Result {
 	results := make([]Result, len(plans))
 	for r := range a.Each(ctx, plans) {
 		results[r.Index] = r.Result
@@ -140,7 +140,7 @@ type Indexed struct {
 // must not wait for ever (a write to a queue frozen behind a disk that does
 // not answer blocks until the disk does) can stop reading: the channel has
 // room for every result, so no writer waits for it.
-func (a *Applier) Each(ctx context.Context, plans []plan.Device) <-chan Indexed {
+func (a *Applier) Each(ctx context.Context, plans []plan.Plan) <-chan Indexed {
 	out := make(chan Indexed, len(plans))
 	limit := a.Parallel
 	if limit <= 0 {
@@ -160,7 +160,7 @@ func (a *Applier) Each(ctx context.Context, plans []plan.Device) <-chan Indexed 
 			go func(i int) {
 				defer wg.Done()
 				defer func() { <-sem }()
-				out <- Indexed{i, a.Device(ctx, plans[i])}
+				out <- Indexed{i, a.Apply(ctx, plans[i])}
 			}(i)
 		}
 		wg.Wait()
@@ -168,11 +168,11 @@ func (a *Applier) Each(ctx context.Context, plans []plan.Device) <-chan Indexed 
 	return out
 }
 
-// Device applies one disk's plan, its changes in order. A scheduler that
+// Apply applies one disk's plan, its changes in order. A scheduler that
 // could not be switched (or was not kept) leaves its iosched/* parameters
 // unwritten: they would land on the wrong scheduler. A disk that went away
 // stops the rest.
-func (a *Applier) Device(ctx context.Context, p plan.Device) Result {
+func (a *Applier) Apply(ctx context.Context, p plan.Plan) Result {
 	r := Result{Device: p.Name, Outcomes: make([]Outcome, 0, len(p.Changes))}
 	schedulerFailed := false
 	var written []sysfs.Attr

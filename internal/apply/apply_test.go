@@ -90,13 +90,13 @@ func TestDeviceWritesInOrderAndReadsBack(t *testing.T) {
 	})
 	rec := &recorder{QueueAttrs: fs}
 	a := &Applier{FS: rec}
-	p := plan.Device{Name: "vda", Changes: []plan.Change{
+	p := plan.Plan{Name: "vda", Changes: []plan.Change{
 		{Attribute: "scheduler", From: "mq-deadline", To: "kyber", Rule: "r"},
 		{Attribute: "nr_requests", To: "64", Rule: "r", After: "scheduler"},
 		{Attribute: "iosched/fifo_batch", To: "8", Rule: "r", After: "nr_requests"},
 		{Attribute: "read_ahead_kb", From: "128", To: "128", Rule: "r"}, // in place: no write
 	}}
-	r := a.Device(context.Background(), p)
+	r := a.Apply(context.Background(), p)
 	want := []string{"vda scheduler=kyber", "vda nr_requests=64", "vda iosched/fifo_batch=8"}
 	if got := rec.writes(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("writes = %q, want %q", got, want)
@@ -146,7 +146,7 @@ func TestValueResetBySwitchIsWrittenAgain(t *testing.T) {
 	rec := &recorder{QueueAttrs: fs}
 	// The snapshot showed nr_requests=128 as wanted: the plan still lists it
 	// after the switch, for apply to read again.
-	r := (&Applier{FS: &resettingAttrs{rec}}).Device(context.Background(), plan.Device{Name: "loop1", Changes: []plan.Change{
+	r := (&Applier{FS: &resettingAttrs{rec}}).Apply(context.Background(), plan.Plan{Name: "loop1", Changes: []plan.Change{
 		{Attribute: "scheduler", From: "none", To: "mq-deadline"},
 		{Attribute: "nr_requests", To: "128", After: "scheduler"},
 	}})
@@ -168,13 +168,13 @@ func TestDeviceRetriesEBUSY(t *testing.T) {
 		return nil
 	}}
 	a := &Applier{FS: rec, Backoff: 1}
-	r := a.Device(context.Background(), plan.Device{Name: "sda", Changes: []plan.Change{{Attribute: "scheduler", From: "none", To: "bfq"}}})
+	r := a.Apply(context.Background(), plan.Plan{Name: "sda", Changes: []plan.Change{{Attribute: "scheduler", From: "none", To: "bfq"}}})
 	if r.Failed() || r.Writes != 3 || r.Outcomes[0].Status != Written {
 		t.Fatalf("result %+v, want written after 3 writes", r)
 	}
 	rec = &recorder{QueueAttrs: fs, failOn: func(_, _ string, _ int) error { return syscall.EBUSY }}
 	a = &Applier{FS: rec, Backoff: 1, Retries: 2}
-	r = a.Device(context.Background(), plan.Device{Name: "sda", Changes: []plan.Change{{Attribute: "scheduler", To: "none"}}})
+	r = a.Apply(context.Background(), plan.Plan{Name: "sda", Changes: []plan.Change{{Attribute: "scheduler", To: "none"}}})
 	if !r.Failed() || r.Writes != 3 {
 		t.Fatalf("writes %d failed %v: want 3 tries then failure", r.Writes, r.Failed())
 	}
@@ -189,7 +189,7 @@ func TestSchedulerFailureSkipsItsParameters(t *testing.T) {
 		}
 		return nil
 	}}
-	r := (&Applier{FS: rec}).Device(context.Background(), plan.Device{Name: "sda", Changes: []plan.Change{
+	r := (&Applier{FS: rec}).Apply(context.Background(), plan.Plan{Name: "sda", Changes: []plan.Change{
 		{Attribute: "scheduler", To: "bfq"},
 		{Attribute: "iosched/slice_idle", To: "0"},
 		{Attribute: "read_ahead_kb", From: "128", To: "4096"},
@@ -214,7 +214,7 @@ func TestMismatchReported(t *testing.T) {
 		return nil
 	}}
 	rounding := &roundingAttrs{recorder: rec}
-	r := (&Applier{FS: rounding}).Device(context.Background(), plan.Device{Name: "vda", Changes: []plan.Change{{Attribute: "read_ahead_kb", From: "128", To: "130"}}})
+	r := (&Applier{FS: rounding}).Apply(context.Background(), plan.Plan{Name: "vda", Changes: []plan.Change{{Attribute: "read_ahead_kb", From: "128", To: "130"}}})
 	if o := r.Outcomes[0]; o.Status != Mismatch || o.Got != "128" {
 		t.Fatalf("outcome %+v, want mismatch with got 128", o)
 	}
@@ -242,7 +242,7 @@ func TestGoneDiskReportedOthersDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	changes := []plan.Change{{Attribute: "scheduler", From: "none", To: "mq-deadline"}, {Attribute: "nr_requests", From: "128", To: "64"}}
-	rs := (&Applier{FS: fs}).All(context.Background(), []plan.Device{{Name: "loop1", Changes: changes}, {Name: "loop2", Changes: changes}})
+	rs := (&Applier{FS: fs}).All(context.Background(), []plan.Plan{{Name: "loop1", Changes: changes}, {Name: "loop2", Changes: changes}})
 	if !rs[0].Gone || !rs[0].Failed() {
 		t.Errorf("loop1: %+v, want gone", rs[0])
 	}
@@ -261,7 +261,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	t.Parallel()
 	fs := fakeTree(t, map[string]map[string]string{"vda": {"scheduler": "none [mq-deadline]"}})
 	rec := &recorder{QueueAttrs: fs}
-	r := (&Applier{FS: rec, DryRun: true}).Device(context.Background(), plan.Device{Name: "vda", Changes: []plan.Change{
+	r := (&Applier{FS: rec, DryRun: true}).Apply(context.Background(), plan.Plan{Name: "vda", Changes: []plan.Change{
 		{Attribute: "scheduler", To: "bfq"},
 		{Attribute: "iosched/slice_idle", To: "0", After: "scheduler"}, // bfq's: absent until the switch
 	}})
@@ -278,7 +278,7 @@ func TestSchedulerNotKeptSkipsItsParameters(t *testing.T) {
 	fs := fakeTree(t, map[string]map[string]string{"sda": {"scheduler": "[mq-deadline] bfq"}})
 	rec := &recorder{QueueAttrs: fs}
 	keeps := &keepingAttrs{recorder: rec}
-	r := (&Applier{FS: keeps}).Device(context.Background(), plan.Device{Name: "sda", Changes: []plan.Change{
+	r := (&Applier{FS: keeps}).Apply(context.Background(), plan.Plan{Name: "sda", Changes: []plan.Change{
 		{Attribute: "scheduler", From: "mq-deadline", To: "bfq"},
 		{Attribute: "iosched/slice_idle", To: "0", After: "scheduler"},
 	}})
@@ -302,11 +302,11 @@ func TestAllRunsDisksConcurrently(t *testing.T) {
 	t.Parallel()
 	const n = 8
 	disks := map[string]map[string]string{}
-	var plans []plan.Device
+	var plans []plan.Plan
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("loop%d", i)
 		disks[name] = map[string]string{"scheduler": "[none] mq-deadline"}
-		plans = append(plans, plan.Device{Name: name, Changes: []plan.Change{{Attribute: "scheduler", To: "mq-deadline"}}})
+		plans = append(plans, plan.Plan{Name: name, Changes: []plan.Change{{Attribute: "scheduler", To: "mq-deadline"}}})
 	}
 	fs := fakeTree(t, disks)
 	// Every write blocks until all n are in flight at once: a sequential

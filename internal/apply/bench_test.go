@@ -65,10 +65,10 @@ func BenchmarkIntegrationSchedulerSwitch1000(b *testing.B) {
 		}
 		return "none"
 	}
-	plans := func(to string) []plan.Device {
-		ps := make([]plan.Device, n)
+	plans := func(to string) []plan.Plan {
+		ps := make([]plan.Plan, n)
 		for i, name := range names {
-			ps[i] = plan.Device{Name: name, Changes: []plan.Change{{Attribute: "scheduler", To: to}}}
+			ps[i] = plan.Plan{Name: name, Changes: []plan.Change{{Attribute: "scheduler", To: to}}}
 		}
 		return ps
 	}

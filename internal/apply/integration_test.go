@@ -25,10 +25,10 @@ func TestIntegrationApplyLoops(t *testing.T) {
 	for n := 7200; n < 7203; n++ {
 		loops = append(loops, looptest.Add(t, n))
 	}
-	plans := func() []plan.Device {
-		var ps []plan.Device
+	plans := func() []plan.Plan {
+		var ps []plan.Plan
 		for _, l := range loops {
-			ps = append(ps, plan.Device{Name: l.Name, Changes: []plan.Change{
+			ps = append(ps, plan.Plan{Name: l.Name, Changes: []plan.Change{
 				{Attribute: "scheduler", To: "mq-deadline", Rule: "test"},
 				{Attribute: "iosched/fifo_batch", To: "8", Rule: "test"},
 				{Attribute: "nr_requests", To: "64", Rule: "test"},
@@ -87,12 +87,12 @@ func TestIntegrationApplyThroughDiskHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer disk.Close()
-	p := plan.Device{Name: l.Name, Changes: []plan.Change{
+	p := plan.Plan{Name: l.Name, Changes: []plan.Change{
 		{Attribute: "scheduler", From: "none", To: "mq-deadline", Rule: "test"},
 		{Attribute: "nr_requests", To: "64", Rule: "test", After: "scheduler"},
 		{Attribute: "iosched/fifo_batch", To: "8", Rule: "test", After: "scheduler"},
 	}}
-	r := (&Applier{FS: disk}).Device(context.Background(), p)
+	r := (&Applier{FS: disk}).Apply(context.Background(), p)
 	if r.Failed() || r.Writes != 3 {
 		t.Fatalf("%d writes, %+v", r.Writes, r.Outcomes)
 	}

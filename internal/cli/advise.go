@@ -186,7 +186,7 @@ type adviceRow struct {
 // disk, read once at each end.
 func sampleDisks(ctx context.Context, fs sysfs.FS, names []string, interval time.Duration) ([]adviceRow, error) {
 	rows := make([]adviceRow, len(names))
-	disks := make([]*observe.Disk, len(names))
+	disks := make([]*observe.StatFile, len(names))
 	first := make([]observe.Sample, len(names))
 	defer func() {
 		for _, d := range disks {

@@ -53,7 +53,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 			// through its directory held open: reads of one disk overlap
 			// the writes of others, which mostly wait (a scheduler switch
 			// waits for RCU grace periods).
-			_, rs, _, err := e.assess(args, pipeline.Needs, applyParallel, func(pipe *pipeline.Pipeline, r *diskResult, disk *sysfs.Disk) {
+			_, rs, _, err := e.assess(args, pipeline.ScopeFor, applyParallel, func(pipe *pipeline.Pipeline, r *diskResult, disk *sysfs.Disk) {
 				res := apply.Result{Device: r.name, Outcomes: []apply.Outcome{}}
 				if !r.Plan.Empty() {
 					written, err := pipe.Write(ctx, locks, apply.Applier{FS: disk, DryRun: dryRun}, r.Plan, nil)

@@ -59,7 +59,7 @@ func newExplainCmd(e *env) *cobra.Command {
 					Device   *sysfs.Device       `json:"device"`
 					Rules    []policy.RuleResult `json:"rules"`
 					Settings []policy.Setting    `json:"settings"`
-					Plan     plan.Device         `json:"plan"`
+					Plan     plan.Plan           `json:"plan"`
 					Probe    *probeShown         `json:"probe,omitempty"`
 					Adapt    *adaptShown         `json:"adapt,omitempty"`
 				}{a.Device, a.Eval.Rules, a.Eval.Settings, a.Plan, pr.orNil(), ad})

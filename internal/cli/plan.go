@@ -39,12 +39,12 @@ Exit status: 0, or 1 when a setting could not be planned because the disk
 could not be read. With --detailed-exitcode: 0 when nothing would change, 2
 when something would, 1 on error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, rs, warnings, err := e.assess(args, pipeline.Needs, readLimit(), nil)
+			_, rs, warnings, err := e.assess(args, pipeline.ScopeFor, readLimit(), nil)
 			if err != nil {
 				return err
 			}
 			notes := map[string]string{} // a probe pending or decided, by disk
-			plans := make([]plan.Device, 0, len(rs))
+			plans := make([]plan.Plan, 0, len(rs))
 			changes, errs, gone := 0, 0, 0
 			var skipped []string
 			for _, r := range rs {
@@ -72,7 +72,7 @@ when something would, 1 on error.`,
 			warnings = append(skipped, warnings...)
 			if asJSON {
 				err = writeJSON(e.stdout, struct {
-					Devices  []plan.Device     `json:"devices"`
+					Devices  []plan.Plan       `json:"devices"`
 					Probes   map[string]string `json:"probes,omitempty"`
 					Warnings []string          `json:"warnings"`
 				}{plans, notes, append([]string{}, warnings...)})
@@ -100,7 +100,7 @@ when something would, 1 on error.`,
 
 // renderPlans prints each disk's plan; notes (by disk) say what a probe
 // will decide.
-func renderPlans(w io.Writer, plans []plan.Device, notes map[string]string, warnings []string) {
+func renderPlans(w io.Writer, plans []plan.Plan, notes map[string]string, warnings []string) {
 	changes, disks := 0, 0
 	for _, p := range plans {
 		rules := "no rule matched"
@@ -125,7 +125,7 @@ func renderPlans(w io.Writer, plans []plan.Device, notes map[string]string, warn
 
 // renderPlanBody prints a disk's changes, skipped settings, errors and
 // warnings, indented.
-func renderPlanBody(w io.Writer, p plan.Device) {
+func renderPlanBody(w io.Writer, p plan.Plan) {
 	for _, c := range p.Changes {
 		fmt.Fprintf(w, "  %s: %s -> %s (rule %q)\n", c.Attribute, printable(showFrom(c)), printable(c.To), c.Rule)
 	}

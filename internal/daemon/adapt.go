@@ -58,7 +58,7 @@ type adaptDisk struct {
 	// stat is the disk's stat file, held open by the sampler (nil until
 	// its first sample, and after a read failed); prev its last sample
 	// when primed.
-	stat   *observe.Disk
+	stat   *observe.StatFile
 	prev   observe.Sample
 	primed bool
 	next   time.Time // when the next sample is due

@@ -77,7 +77,7 @@ func (d *Daemon) pass(name string, j job) {
 	}
 	pol := d.policy.Load()
 	rec := d.record(name)
-	dev, ev, diskDir, err := d.observe(pol, name, rec, j)
+	dev, ev, diskDir, err := d.readDisk(pol, name, rec, j)
 	if diskDir != nil {
 		defer diskDir.Close()
 	}
@@ -160,15 +160,15 @@ func (d *Daemon) pass(name string, j job) {
 	}
 }
 
-// observe reads what the pass needs. A settingsOnly pass re-reads only the
+// readDisk reads what the pass needs. A settingsOnly pass re-reads only the
 // attributes the policy sets, a handful of small files, so a reconcile of
 // 1000 disks costs milliseconds; a full one opens the disk's directory and
 // reads the facts the policy tests, and returns the directory still open
 // for the writes (the caller closes it). A settingsOnly pass is full too when the
 // policy (reloaded) tests a fact the snapshot was not read with, or NOWAIT,
 // never tested on this disk.
-func (d *Daemon) observe(pol *policy.Policy, name string, rec *disk, j job) (*sysfs.Device, policy.Evaluation, *sysfs.Disk, error) {
-	sc := pipeline.Needs(pol)
+func (d *Daemon) readDisk(pol *policy.Policy, name string, rec *disk, j job) (*sysfs.Device, policy.Evaluation, *sysfs.Disk, error) {
+	sc := pipeline.ScopeFor(pol)
 	if j.props != nil {
 		rec.props = j.props
 	}

@@ -35,7 +35,7 @@ type Daemon struct {
 	queue   *tasks.Queue[job]
 	policy  atomic.Pointer[policy.Policy]
 	writes  atomic.Int64
-	orig    *restore.Originals
+	orig    *restore.Keeper
 	locks   *disklock.Locks
 	started time.Time
 	exe     string // this process's executable, for the state file

@@ -21,7 +21,7 @@ import (
 
 // noteDisk records what a pass left on a disk and logs what a user must
 // know once: settings the disk cannot take, attributes it could not read.
-func (d *Daemon) noteDisk(name string, rec *disk, dev *sysfs.Device, ev policy.Evaluation, p plan.Device, res apply.Result) {
+func (d *Daemon) noteDisk(name string, rec *disk, dev *sysfs.Device, ev policy.Evaluation, p plan.Plan, res apply.Result) {
 	var refused []statefile.Refusal
 	for _, r := range rec.refused {
 		refused = append(refused, r.Refusal)

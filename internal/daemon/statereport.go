@@ -139,7 +139,7 @@ func firstLine(s string) string {
 // ev, planned p and applied it with res; refused are the writes the kernel
 // refused, not retried yet. failed are the pass's failures, for
 // Report.SettleDisk.
-func AfterPass(dev *sysfs.Device, ev policy.Evaluation, p plan.Device, res apply.Result, refused []statefile.Refusal) (st statefile.DiskState, failed []string) {
+func AfterPass(dev *sysfs.Device, ev policy.Evaluation, p plan.Plan, res apply.Result, refused []statefile.Refusal) (st statefile.DiskState, failed []string) {
 	st = statefile.DiskState{Class: dev.Class, Rules: ev.Matched, Settings: Applied(dev, ev, p), Skipped: p.Skipped, Errors: dev.Errors}
 	failed = slices.Clone(p.Errors)
 	for _, o := range res.Outcomes {
@@ -183,7 +183,7 @@ func Current(dev *sysfs.Device, attr string) string {
 // the plan chose it (the scheduler: the first candidate the disk offers).
 // A setting p did not write was in place, or could not be planned (the
 // disk's error says why).
-func Applied(dev *sysfs.Device, ev policy.Evaluation, p plan.Device) []statefile.Applied {
+func Applied(dev *sysfs.Device, ev policy.Evaluation, p plan.Plan) []statefile.Applied {
 	skipped := map[string]bool{}
 	for _, s := range p.Skipped {
 		skipped[s.Attribute] = true

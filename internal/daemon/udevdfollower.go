@@ -186,7 +186,7 @@ func (f *Follower) Rules() *conflicts.Set {
 
 // RulesChanging names the udev rules ("FILE:LINE") that could write an
 // attribute p changes on dev.
-func (f *Follower) RulesChanging(dev *sysfs.Device, p plan.Device) []string {
+func (f *Follower) RulesChanging(dev *sysfs.Device, p plan.Plan) []string {
 	rules := f.Rules()
 	if rules.Empty() {
 		return nil

@@ -52,7 +52,7 @@ func (d *Daemon) recheck(l *eventLoop, ev uevent.Event) {
 // (contrib/bench/README.md, "Two scheduler switches at once on one queue
 // oops this kernel"). udevd's processed event brings the pass that writes;
 // if none comes within DefaultGrace, a pass is asked for anyway.
-func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Device, j job) bool {
+func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Plan, j job) bool {
 	if !j.kernelEvent || j.afterUdev || !d.follow.Following() || d.follow.NoUdevd() != nil {
 		return false
 	}

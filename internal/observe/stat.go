@@ -91,10 +91,10 @@ func StatPath(sysfsRoot, name string) string {
 	return filepath.Join(sysfsRoot, "block", name, "stat")
 }
 
-// Disk reads one disk's stat file, held open: each Read is one pread of
+// StatFile reads one disk's stat file, held open: each Read is one pread of
 // it (sysfs makes the file anew at offset 0), with no path lookup and no
-// allocation. A Disk is not safe for use by several goroutines at once.
-type Disk struct {
+// allocation. A StatFile is not safe for use by several goroutines at once.
+type StatFile struct {
 	path string
 	fd   int
 	// buf holds one read: 17 fields of at most 20 digits and their
@@ -107,7 +107,7 @@ type Disk struct {
 // copied tree) is a *fileio.NotRegularError. The open does not wait
 // (O_NONBLOCK): a FIFO opened for reading would wait for a writer, past
 // every signal.
-func Open(path string) (*Disk, error) {
+func Open(path string) (*StatFile, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -121,7 +121,7 @@ func Open(path string) (*Disk, error) {
 		unix.Close(fd)
 		return nil, &fileio.NotRegularError{Path: path, Mode: fileMode(st.Mode)}
 	}
-	return &Disk{path: path, fd: fd}, nil
+	return &StatFile{path: path, fd: fd}, nil
 }
 
 // fileMode is the type bits of a stat(2) mode as an fs.FileMode, for the
@@ -145,12 +145,12 @@ func fileMode(m uint32) fs.FileMode {
 }
 
 // Path is the stat file's path.
-func (d *Disk) Path() string { return d.path }
+func (d *StatFile) Path() string { return d.path }
 
 // Read takes a sample. Once the disk is gone, it fails with an error
 // wrapping ENODEV; a disk that comes back under the same name is another
 // disk, to be opened again. Every error names the file.
-func (d *Disk) Read() (Sample, error) {
+func (d *StatFile) Read() (Sample, error) {
 	var n int
 	var err error
 	for {
@@ -174,7 +174,7 @@ func (d *Disk) Read() (Sample, error) {
 }
 
 // Close closes the file.
-func (d *Disk) Close() error {
+func (d *StatFile) Close() error {
 	if d.fd < 0 {
 		return nil
 	}

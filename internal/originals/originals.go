@@ -135,7 +135,7 @@ func Capture(fs sysfs.FS, name string) (map[string]string, error) {
 		if a == sysfs.AllParams {
 			needs |= sysfs.FactIOSched
 		} else {
-			needs |= a.Needs()
+			needs |= a.Facts()
 		}
 	}
 	d, err := fs.DeviceFacts(name, needs)

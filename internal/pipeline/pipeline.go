@@ -42,10 +42,10 @@ type Scope struct {
 	NoWait bool // test NOWAIT on the disk's node
 }
 
-// Needs is what pol tests and sets, and no more: plan, apply and the
+// ScopeFor is what pol tests and sets, and no more: plan, apply and the
 // daemon's passes cost a few files a disk, where reading every fact opens
 // dozens and the NOWAIT test opens the disk's device node.
-func Needs(pol *policy.Policy) Scope {
+func ScopeFor(pol *policy.Policy) Scope {
 	return Scope{Facts: pol.Needs(), NoWait: pol.UsesNoWait()}
 }
 
@@ -188,7 +188,7 @@ type Assessment struct {
 	// as the scheduler setting.
 	Eval  policy.Evaluation
 	Probe ProbeDecision
-	Plan  plan.Device
+	Plan  plan.Plan
 }
 
 // Plan plans dev's settings: ev, with the probe's decision as the
@@ -219,7 +219,7 @@ func (p *Pipeline) Assess(pol *policy.Policy, disk *sysfs.Disk, sc Scope) (a Ass
 // runs under the lock before the first write. A lock held by another is an
 // error for which disklock.IsBusy holds, and nothing is written. A dry run
 // (a.DryRun) writes nothing and takes no lock.
-func (p *Pipeline) Write(ctx context.Context, locks *disklock.Locks, a apply.Applier, pl plan.Device, prepare func()) (apply.Result, error) {
+func (p *Pipeline) Write(ctx context.Context, locks *disklock.Locks, a apply.Applier, pl plan.Plan, prepare func()) (apply.Result, error) {
 	if !a.DryRun {
 		unlock, err := locks.LockToWrite(pl.Name)
 		if err != nil {
@@ -230,5 +230,5 @@ func (p *Pipeline) Write(ctx context.Context, locks *disklock.Locks, a apply.App
 	if prepare != nil {
 		prepare()
 	}
-	return a.Device(ctx, pl), nil
+	return a.Apply(ctx, pl), nil
 }

@@ -72,7 +72,7 @@ func TestReadScope(t *testing.T) {
 	byClass := parse(t, "[[rule]]\nname = \"nvme\"\n[rule.match]\nclass = \"nvme\"\n[rule.set]\nread_ahead_kb = 128\n")
 	byNoWait := parse(t, "[[rule]]\nname = \"nowait\"\n[rule.match]\nnowait = true\n[rule.set]\nread_ahead_kb = 128\n")
 
-	dev, err := p.Read(openDisk(t, p, "nvme0n1"), Needs(byClass), sysfs.Ident{}, nil)
+	dev, err := p.Read(openDisk(t, p, "nvme0n1"), ScopeFor(byClass), sysfs.Ident{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestReadScope(t *testing.T) {
 		t.Errorf("read for a class rule: the read_ahead_kb the rule sets was not read: %v", dev.Tunables)
 	}
 
-	dev, err = p.Read(openDisk(t, p, "nvme0n1"), Needs(byNoWait), sysfs.Ident{}, nil)
+	dev, err = p.Read(openDisk(t, p, "nvme0n1"), ScopeFor(byNoWait), sysfs.Ident{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func rememberVDA(t *testing.T, fs sysfs.FS, stateDir string, at time.Time) {
 	}
 }
 
-func change(p plan.Device, attr string) *plan.Change {
+func change(p plan.Plan, attr string) *plan.Change {
 	for i := range p.Changes {
 		if p.Changes[i].Attribute == attr {
 			return &p.Changes[i]
@@ -251,7 +251,7 @@ func TestAssessProbeDecision(t *testing.T) {
 				tt.setup(t, p)
 			}
 			pol := parse(t, tt.policy)
-			a, probeErr, err := p.Assess(pol, openDisk(t, p, "vda"), Needs(pol))
+			a, probeErr, err := p.Assess(pol, openDisk(t, p, "vda"), ScopeFor(pol))
 			if err != nil || probeErr != nil {
 				t.Fatalf("assess: %v, probe look-up: %v", err, probeErr)
 			}
@@ -282,7 +282,7 @@ func TestAssessProbeDecision(t *testing.T) {
 	p := newPipeline(t, cloudTree)
 	rememberVDA(t, p.FS, p.StateDir, time.Now())
 	pol := parse(t, probingPolicy)
-	a, probeErr, err := p.Assess(pol, openDisk(t, p, "sda"), Needs(pol))
+	a, probeErr, err := p.Assess(pol, openDisk(t, p, "sda"), ScopeFor(pol))
 	if err != nil || probeErr != nil || a.Probe.Probed() {
 		t.Errorf("sda (no probing rule): %v, %v, decision %+v; want none", err, probeErr, a.Probe)
 	}
@@ -298,7 +298,7 @@ func TestAssessUnreadableSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	pol := parse(t, probingPolicy+fmt.Sprintf("\n[daemon]\nprobe_results = [%q]\n", bad))
-	a, probeErr, err := p.Assess(pol, openDisk(t, p, "vda"), Needs(pol))
+	a, probeErr, err := p.Assess(pol, openDisk(t, p, "vda"), ScopeFor(pol))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestWriteUnderTheDisksLock(t *testing.T) {
 	p := newPipeline(t, tree)
 	pol := parse(t, "[[rule]]\nname = \"nbd\"\n[rule.match]\nclass = \"nbd\"\n[rule.set]\nnr_requests = 32\n")
 	disk := openDisk(t, p, "nbd0")
-	a, _, err := p.Assess(pol, disk, Needs(pol))
+	a, _, err := p.Assess(pol, disk, ScopeFor(pol))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ fifo_batch = 8
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sysfs.FactRotational | sysfs.FactIdentity | sysfs.Attr("nr_requests").Needs() | sysfs.FactIOSched
+	want := sysfs.FactRotational | sysfs.FactIdentity | sysfs.Attr("nr_requests").Facts() | sysfs.FactIOSched
 	if got := pol.Needs(); got != want {
 		t.Errorf("Needs() = %b, want %b", got, want)
 	}

@@ -28,8 +28,8 @@ type Skip struct {
 	Rule      string `json:"rule,omitempty"`
 }
 
-// Device is the plan for one disk.
-type Device struct {
+// Plan is the plan for one disk.
+type Plan struct {
 	Name    string      `json:"name"`
 	Class   sysfs.Class `json:"class"`
 	Rules   []string    `json:"rules"`
@@ -43,15 +43,15 @@ type Device struct {
 }
 
 // Empty reports whether nothing would be written.
-func (p *Device) Empty() bool { return len(p.Changes) == 0 }
+func (p *Plan) Empty() bool { return len(p.Changes) == 0 }
 
 // For plans d against what the policy evaluation wants for it. Changes come
 // in write order (sysfs.CompareWriteOrder). A setting an earlier change may
 // reset (sysfs.Attr.Resets) is planned even when the snapshot shows it in
 // place, with an empty From: apply reads it again after that write, and
 // writes it only if it moved.
-func For(d *sysfs.Device, ev policy.Evaluation) Device {
-	p := Device{
+func For(d *sysfs.Device, ev policy.Evaluation) Plan {
+	p := Plan{
 		Name:     d.Name,
 		Class:    d.Class,
 		Rules:    append([]string{}, ev.Matched...),
@@ -123,7 +123,7 @@ func For(d *sysfs.Device, ev policy.Evaluation) Device {
 }
 
 // resetBy names the latest change planned so far that may reset attr, or "".
-func (p *Device) resetBy(attr string) string {
+func (p *Plan) resetBy(attr string) string {
 	for i := len(p.Changes) - 1; i >= 0; i-- {
 		if sysfs.Attr(p.Changes[i].Attribute).Resets(sysfs.Attr(attr)) {
 			return p.Changes[i].Attribute
@@ -132,7 +132,7 @@ func (p *Device) resetBy(attr string) string {
 	return ""
 }
 
-func (p *Device) skip(s policy.Setting, reason string) {
+func (p *Plan) skip(s policy.Setting, reason string) {
 	p.Skipped = append(p.Skipped, Skip{Attribute: s.Attribute, Reason: reason, Rule: s.Rule})
 }
 

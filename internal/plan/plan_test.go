@@ -31,7 +31,7 @@ func set(attr string, values ...string) policy.Setting {
 
 // show renders changes as "attr: from -> to", with "(after X)" for a value
 // to be read again after X, and skips as "attr: reason".
-func show(p Device) (changes, skipped string) {
+func show(p Plan) (changes, skipped string) {
 	var c, s []string
 	for _, ch := range p.Changes {
 		from := ch.From

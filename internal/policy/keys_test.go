@@ -112,8 +112,8 @@ func TestSettableAttributeTable(t *testing.T) {
 		if spec.Kind != sysfs.KindParam && !slices.Contains(keys, string(a)) {
 			t.Errorf("%s: not in setKeys %v", a, keys)
 		}
-		if got := p.Needs(); got&a.Needs() != a.Needs() {
-			t.Errorf("%s: Needs() = %b lacks %b", a, got, a.Needs())
+		if got := p.Needs(); got&a.Facts() != a.Facts() {
+			t.Errorf("%s: Needs() = %b lacks %b", a, got, a.Facts())
 		}
 		if !slices.ContainsFunc(p.Rules[0].Settings(), func(s Setting) bool { return s.Attribute == string(a) }) {
 			t.Errorf("%s: not among the settings %+v", a, p.Rules[0].Settings())

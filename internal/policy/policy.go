@@ -187,7 +187,7 @@ func (p *Policy) Needs() sysfs.Facts {
 			}
 		}
 		for _, s := range r.settings {
-			f |= sysfs.Attr(s.Attribute).Needs()
+			f |= sysfs.Attr(s.Attribute).Facts()
 		}
 	}
 	return f

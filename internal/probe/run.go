@@ -20,8 +20,8 @@ import (
 	"github.com/iosched/iosched/internal/tasks"
 )
 
-// Disk is the disk to probe, by name, and the trees it is seen through.
-type Disk struct {
+// Target is the disk to probe, by name, and the trees it is seen through.
+type Target struct {
 	FS     sysfs.FS
 	DevDir string // default paths.Default.Dev
 	// StateDir holds the originals records and probes.json.
@@ -169,7 +169,7 @@ const minBlocks = 256
 // budget running out. progress, when not nil, is told each step; the first
 // line says the disk is being sized, and the line that starts "probing"
 // gives the time budget, before the first switch.
-func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Report, err error) {
+func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *Report, err error) {
 	say := func(format string, a ...any) {
 		if progress != nil {
 			progress(fmt.Sprintf(format, a...))

@@ -128,7 +128,7 @@ func (r *Runner) Probe(ctx context.Context, name string, o Options, fresh bool, 
 	if n := procsFor(o); n > 0 && r.Procs != nil {
 		defer r.Procs(n)()
 	}
-	rep, err := Run(ctx, Disk{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Locks: r.Locks, Name: name, InFlight: r.InFlight}, o, r.Progress)
+	rep, err := Run(ctx, Target{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Locks: r.Locks, Name: name, InFlight: r.InFlight}, o, r.Progress)
 	if err != nil {
 		return rep, err
 	}

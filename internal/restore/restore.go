@@ -30,7 +30,7 @@ import (
 	"github.com/iosched/iosched/internal/tasks"
 )
 
-// Originals remembers, per disk, the value each attribute had before the
+// Keeper remembers, per disk, the value each attribute had before the
 // daemon first changed it, in StateDir/originals.json (an originals.File),
 // so restore_on_exit can put them back even after a crash and restart. The
 // file is written before the change it protects, and the generation it
@@ -48,7 +48,7 @@ import (
 // show may be the policy's own, set by the daemon that wrote the lost
 // record. Their first pass marks the attributes already at the policy's
 // value unknown, which restore_on_exit reports instead of "restoring".
-type Originals struct {
+type Keeper struct {
 	path, prev string
 	fs         sysfs.FS
 	bootID     string
@@ -69,9 +69,9 @@ type Originals struct {
 // Load reads the originals file in dir. It returns an error, with
 // originals that remember nothing and never write, when the file cannot be
 // read nor moved aside.
-func Load(dir string, fs sysfs.FS, log *slog.Logger) (*Originals, error) {
+func Load(dir string, fs sysfs.FS, log *slog.Logger) (*Keeper, error) {
 	path := filepath.Join(dir, "originals.json")
-	o := &Originals{path: path, prev: path + ".prev", fs: fs, bootID: originals.BootID(), disks: map[string]*originals.Record{}}
+	o := &Keeper{path: path, prev: path + ".prev", fs: fs, bootID: originals.BootID(), disks: map[string]*originals.Record{}}
 	o.cond = sync.NewCond(&o.mu)
 	f, err := originals.Read(o.path)
 	switch {
@@ -109,7 +109,7 @@ func Load(dir string, fs sysfs.FS, log *slog.Logger) (*Originals, error) {
 // still show what the daemon left: a disk set otherwise since (the daemon
 // was killed, then an admin changed it) has the admin's values now, which
 // are its originals for this daemon.
-func (o *Originals) adopt(f *originals.File, log *slog.Logger) {
+func (o *Keeper) adopt(f *originals.File, log *slog.Logger) {
 	if f.BootID != o.bootID {
 		return // another boot's disks
 	}
@@ -131,7 +131,7 @@ func (o *Originals) adopt(f *originals.File, log *slog.Logger) {
 // returns once they are on disk. Concurrent callers share one write (the
 // file is rewritten whole, and 1000 disks appearing at once must not mean
 // 1000 rewrites one after another).
-func (o *Originals) Remember(dev *sysfs.Device, changes []plan.Change) error {
+func (o *Keeper) Remember(dev *sysfs.Device, changes []plan.Change) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	do := o.entry(dev.Name)
@@ -157,7 +157,7 @@ func (o *Originals) Remember(dev *sysfs.Device, changes []plan.Change) error {
 
 // entry is the record of the disk now under name, a new one when it has
 // none or the one it has is another disk's. Called with o.mu held.
-func (o *Originals) entry(name string) *originals.Record {
+func (o *Keeper) entry(name string) *originals.Record {
 	do := o.disks[name]
 	seq := ""
 	if do == nil || do.DiskSeq != "" {
@@ -173,7 +173,7 @@ func (o *Originals) entry(name string) *originals.Record {
 
 // saveLocked returns once the file holds every change made so far, sharing
 // one write among concurrent callers. Called with o.mu held.
-func (o *Originals) saveLocked() error {
+func (o *Keeper) saveLocked() error {
 	want := o.gen
 	for o.saved < want {
 		if o.saving {
@@ -201,7 +201,7 @@ func (o *Originals) saveLocked() error {
 }
 
 // Save writes the file once every change made so far is in it.
-func (o *Originals) Save() error {
+func (o *Keeper) Save() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.saveLocked()
@@ -209,7 +209,7 @@ func (o *Originals) Save() error {
 
 // Forget drops a disk that went away: its successor under the same name
 // starts with its own defaults.
-func (o *Originals) Forget(name string) {
+func (o *Keeper) Forget(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.disks[name]; ok {
@@ -220,7 +220,7 @@ func (o *Originals) Forget(name string) {
 
 // Restored forgets the values of a disk put back; the attributes whose
 // value is unknown stay recorded, so the next daemon still reports them.
-func (o *Originals) Restored(name string) {
+func (o *Keeper) Restored(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	do, ok := o.disks[name]
@@ -237,7 +237,7 @@ func (o *Originals) Restored(name string) {
 
 // write replaces the file with b, keeping the generation it replaces, or
 // removes both when nothing is remembered.
-func (o *Originals) write(b []byte, empty bool) error {
+func (o *Keeper) write(b []byte, empty bool) error {
 	if o.frozen != nil {
 		return o.frozen
 	}
@@ -262,12 +262,12 @@ func (o *Originals) write(b []byte, empty bool) error {
 }
 
 // Suspects reports whether some disks may still have unknown originals.
-func (o *Originals) Suspects() bool { return o != nil && o.nsus.Load() > 0 }
+func (o *Keeper) Suspects() bool { return o != nil && o.nsus.Load() > 0 }
 
 // MarkUnknown settles a suspect disk on its first pass: the attributes the
 // policy sets that are already at its value (p changes nothing on them)
 // have an unknown original. The record is saved at once.
-func (o *Originals) MarkUnknown(dev *sysfs.Device, ev policy.Evaluation, p plan.Device, log *slog.Logger) error {
+func (o *Keeper) MarkUnknown(dev *sysfs.Device, ev policy.Evaluation, p plan.Plan, log *slog.Logger) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	seq, ok := o.suspect[dev.Name]
@@ -309,7 +309,7 @@ func (o *Originals) MarkUnknown(dev *sysfs.Device, ev policy.Evaluation, p plan.
 }
 
 // Unknown lists, by disk, the attributes whose original value is unknown.
-func (o *Originals) Unknown() map[string][]string {
+func (o *Keeper) Unknown() map[string][]string {
 	if o == nil {
 		return nil
 	}
@@ -328,7 +328,7 @@ func (o *Originals) Unknown() map[string][]string {
 }
 
 // UnknownDisks lists the disks with an unknown original value, sorted.
-func (o *Originals) UnknownDisks() []string {
+func (o *Keeper) UnknownDisks() []string {
 	var names []string
 	for name := range o.Unknown() {
 		names = append(names, name)
@@ -340,10 +340,10 @@ func (o *Originals) UnknownDisks() []string {
 // Plans are the changes that put every remembered value back, in write
 // order. A disk that no longer shows what the daemon left is dropped (and
 // logged): its values are someone else's now.
-func (o *Originals) Plans(log *slog.Logger) []plan.Device {
+func (o *Keeper) Plans(log *slog.Logger) []plan.Plan {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []plan.Device
+	var out []plan.Plan
 	for name, do := range o.disks {
 		if o.fs.DiskSeq(name) != do.DiskSeq {
 			continue
@@ -354,7 +354,7 @@ func (o *Originals) Plans(log *slog.Logger) []plan.Device {
 			o.gen++ // written with the next save
 			continue
 		}
-		p := plan.Device{Name: name}
+		p := plan.Plan{Name: name}
 		for attr, v := range do.Values {
 			p.Changes = append(p.Changes, plan.Change{Attribute: attr, To: v, Rule: "restore_on_exit"})
 		}
@@ -388,7 +388,7 @@ type Stop struct {
 // restore: so does a disk whose write has not returned within the stop timeout
 // and Grace. A disk with unknown values counts as failed: what is
 // known of it is put back, the rest cannot be. It returns how many failed.
-func (o *Originals) Restore(s Stop) (failed int) {
+func (o *Keeper) Restore(s Stop) (failed int) {
 	writing := s.Writing
 	plans := o.Plans(s.Log)
 	unknown := o.Unknown()
@@ -399,7 +399,7 @@ func (o *Originals) Restore(s Stop) (failed int) {
 			release()
 		}
 	}()
-	plans = slices.DeleteFunc(plans, func(p plan.Device) bool {
+	plans = slices.DeleteFunc(plans, func(p plan.Plan) bool {
 		if slices.Contains(writing, p.Name) {
 			s.Log.Warn("not restored: its pass is still writing; its original values stay remembered", "device", p.Name)
 			return true
@@ -492,7 +492,7 @@ collect:
 		}
 	}
 	for name, attrs := range unknown {
-		if !slices.ContainsFunc(plans, func(p plan.Device) bool { return p.Name == name }) && !slices.Contains(writing, name) && !(s.ProbeRuns(name) || s.Locks.Held(name)) {
+		if !slices.ContainsFunc(plans, func(p plan.Plan) bool { return p.Name == name }) && !slices.Contains(writing, name) && !(s.ProbeRuns(name) || s.Locks.Held(name)) {
 			failed++ // no plan: nothing known to put back
 		}
 		s.Log.Error("not restored: the original values are unknown (their record was unreadable)", "device", name, "attributes", strings.Join(attrs, ","))

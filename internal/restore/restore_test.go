@@ -12,7 +12,7 @@ import (
 func TestOriginalsRemovalFailureReported(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	o := &Originals{path: filepath.Join(dir, "originals.json"), prev: filepath.Join(dir, "originals.json.prev")}
+	o := &Keeper{path: filepath.Join(dir, "originals.json"), prev: filepath.Join(dir, "originals.json.prev")}
 	// A non-empty directory where the file is: its removal fails.
 	if err := os.MkdirAll(filepath.Join(o.path, "x"), 0o755); err != nil {
 		t.Fatal(err)

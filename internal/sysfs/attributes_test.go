@@ -45,10 +45,10 @@ func TestAttributeTable(t *testing.T) {
 			}
 			if spec.Refused == "" {
 				tunables = append(tunables, a)
-				if a.Needs() == 0 {
+				if a.Facts() == 0 {
 					t.Errorf("%s: no fact bit: it would never be read", a)
 				}
-			} else if a.Needs() != 0 {
+			} else if a.Facts() != 0 {
 				t.Errorf("%s: refused, yet read", a)
 			}
 		case KindParam:

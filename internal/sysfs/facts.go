@@ -39,11 +39,11 @@ const (
 	FactAll Facts = ^Facts(0)
 )
 
-// Needs is what a disk must be read for to know a's current value: nothing
+// Facts is what a disk must be read for to know a's current value: nothing
 // beyond every read for the scheduler, FactIOSched for a parameter, the
 // tunable's own bit for a tunable, nothing for an attribute iosched does
 // not read.
-func (a Attr) Needs() Facts {
+func (a Attr) Facts() Facts {
 	switch a.Kind() {
 	case KindParam:
 		return FactIOSched

@@ -8,19 +8,19 @@ func TestFactBits(t *testing.T) {
 	t.Parallel()
 	seen := FactIOSched<<1 - 1 // the fact bits below the tunables'
 	for _, name := range Tunables() {
-		b := name.Needs()
+		b := name.Facts()
 		if b == 0 || b&seen != 0 || b&FactAll != b {
 			t.Errorf("%s.Needs() = %b: not a bit of its own within FactAll %b", name, b, FactAll)
 		}
 		seen |= b
 	}
-	if Attr("scheduler").Needs() != 0 {
+	if Attr("scheduler").Facts() != 0 {
 		t.Error("the scheduler is read by every read")
 	}
-	if Attr("iosched/fifo_batch").Needs() != FactIOSched || Attr("iosched/out_of_tree").Needs() != FactIOSched {
+	if Attr("iosched/fifo_batch").Facts() != FactIOSched || Attr("iosched/out_of_tree").Facts() != FactIOSched {
 		t.Error("a parameter needs FactIOSched")
 	}
-	if Attr("io_poll").Needs() != 0 {
+	if Attr("io_poll").Facts() != 0 {
 		t.Error("io_poll is refused: never read")
 	}
 }
@@ -29,7 +29,7 @@ func TestFactBits(t *testing.T) {
 func TestDeviceFactsReadsOnlyWhatIsAsked(t *testing.T) {
 	t.Parallel()
 	fs := newFS(t, cloudTree)
-	d, err := fs.DeviceFacts("sdb", FactRotational|Attr("nr_requests").Needs())
+	d, err := fs.DeviceFacts("sdb", FactRotational|Attr("nr_requests").Facts())
 	if err != nil {
 		t.Fatal(err)
 	}
