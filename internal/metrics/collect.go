@@ -154,10 +154,12 @@ func (r *Recorder) exposition() []byte {
 		adaptBusy.add(a.busy, "disk", disk)
 		adaptWindow.add(a.window, "disk", disk)
 	}
+	busy := r.busyFamilies()
 	r.mu.Unlock()
 
 	fams := []*family{disks, changes, applyErrors, drift, uevents, rescans, overflows, loadErrs,
 		reloadOK, reloadAt, probeIOPS, probeP99, probeChosen, adaptSwitches, adaptBusy, adaptWindow, build, latency}
+	fams = append(fams, busy...)
 	slices.SortFunc(fams, func(a, b *family) int { return cmp.Compare(a.name, b.name) })
 	var b bytes.Buffer
 	for _, f := range fams {

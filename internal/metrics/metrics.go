@@ -104,6 +104,7 @@ type Recorder struct {
 	reloadAt   time.Time
 	probes     map[string][]ProbeResult // by disk
 	adapt      map[string]adaptDepths   // by disk
+	busy       map[string]BusyDepths    // by observed disk
 	writeErr   error
 	writeCount int
 	// flushes counts the times the writer took what was recorded,
