@@ -2,12 +2,17 @@ package daemon
 
 import (
 	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/iosched/iosched/internal/fileio"
 	"github.com/iosched/iosched/internal/metrics"
 	"github.com/iosched/iosched/internal/observe"
 	"github.com/iosched/iosched/internal/policy"
+	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -53,6 +58,7 @@ func (d *Daemon) observeDisk(pol *policy.Policy, dev *sysfs.Device) {
 		o.disks = map[string]*observedDisk{}
 		o.wake = make(chan struct{}, 1)
 	}
+	d.metrics.SetDiskInfo(dev.Name, diskInfo(d.fs, dev))
 	x := o.disks[dev.Name]
 	if x != nil && x.interval == interval {
 		return
@@ -84,7 +90,7 @@ func (d *Daemon) dropObserved(name string) {
 	}
 	o.mu.Unlock()
 	if x != nil {
-		d.metrics.ForgetBusyDepths(name)
+		d.metrics.ForgetObserved(name)
 	}
 }
 
@@ -192,4 +198,25 @@ func addDepths(total, before, after observe.Depths) observe.Depths {
 func busyDepths(dp observe.Depths) metrics.BusyDepths {
 	cum := dp.Cumulative()
 	return metrics.BusyDepths{Bounds: observe.DepthBounds[:], Cumulative: cum[:], Sum: dp.Sum, Reads: dp.Reads, Writes: dp.Writes}
+}
+
+// diskInfo is what the metrics say of an observed disk: its probe key and
+// that key's parts.
+func diskInfo(fs sysfs.FS, dev *sysfs.Device) metrics.DiskInfo {
+	k := probe.KeyOf(fs, dev)
+	rot := "unknown"
+	switch {
+	case dev.Rotational != nil && *dev.Rotational:
+		rot = "1"
+	case dev.Rotational != nil:
+		rot = "0"
+	default:
+		// A pass reads only the facts its policy asks about.
+		b, err := fileio.Read(filepath.Join(fs.Root(), "block", dev.Name, "queue", "rotational"), 64)
+		if v := strings.TrimSpace(string(b)); err == nil && (v == "0" || v == "1") {
+			rot = v
+		}
+	}
+	return metrics.DiskInfo{Key: k.String(), Class: k.Class, Driver: k.Driver, Model: k.Model,
+		HWQueues: strconv.Itoa(k.HWQueues), Rotational: rot}
 }

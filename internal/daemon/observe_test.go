@@ -68,6 +68,9 @@ metrics_file = "` + metricsFile + `"
 	})
 	close(stop)
 	<-stopped
+	if s := read(); !strings.Contains(s, `iosched_disk_info{disk="loop20000",key="loop/`) || !strings.Contains(s, `rotational="0"} 1`) {
+		t.Errorf("no iosched_disk_info of loop20000 with its key:\n%s", s)
+	}
 	if s := read(); strings.Contains(s, `disk="loop20001"`) && strings.Contains(s, "iosched_disk_busy_depth") {
 		t.Errorf("loop20001, which no rule observes, has busy series:\n%s", s)
 	}

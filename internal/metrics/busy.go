@@ -19,6 +19,27 @@ type BusyDepths struct {
 	Reads, Writes uint64
 }
 
+// DiskInfo is what an observed disk is, for iosched_disk_info: Key the
+// hardware key probe results are shared under, the rest its parts as
+// sysfs says them ("" or "unknown" when it does not).
+type DiskInfo struct {
+	Key, Class, Driver, Model, HWQueues, Rotational string
+}
+
+// SetDiskInfo records what an observed disk is.
+func (r *Recorder) SetDiskInfo(disk string, info DiskInfo) {
+	r.mu.Lock()
+	if r.info == nil {
+		r.info = map[string]DiskInfo{}
+	}
+	old, had := r.info[disk]
+	r.info[disk] = info
+	r.mu.Unlock()
+	if !had || old != info {
+		r.mark()
+	}
+}
+
 // SetBusyDepths replaces an observed disk's busy-depth histogram and I/O
 // counts (a rule's observe key). Values that did not change mark nothing
 // to write.
@@ -39,15 +60,17 @@ func (r *Recorder) SetBusyDepths(disk string, b BusyDepths) {
 	}
 }
 
-// ForgetBusyDepths drops a disk's observed series: the disk went away or
-// no rule observes it any more. Its counters leave the file: a series of a
-// gone disk would be exported for ever.
-func (r *Recorder) ForgetBusyDepths(disk string) {
+// ForgetObserved drops a disk's observed series (its info, busy depths
+// and I/O counts): the disk went away or no rule observes it any more. A
+// series of a gone disk left in the file would be exported for ever.
+func (r *Recorder) ForgetObserved(disk string) {
 	r.mu.Lock()
 	_, had := r.busy[disk]
+	_, hadInfo := r.info[disk]
 	delete(r.busy, disk)
+	delete(r.info, disk)
 	r.mu.Unlock()
-	if had {
+	if had || hadInfo {
 		r.mark()
 	}
 }
@@ -59,6 +82,12 @@ func (r *Recorder) busyFamilies() []*family {
 		help: "Busy seconds of an observed disk by the mean requests in flight while busy over each sample (le: at most that depth); _sum is depth times seconds."}
 	ios := &family{name: "iosched_disk_observed_ios_total", kind: "counter",
 		help: "Reads and writes an observed disk completed while the daemon sampled it, by op."}
+	info := &family{name: "iosched_disk_info", kind: "gauge",
+		help: "Always 1 for an observed disk; the labels say what it is, key the hardware key its probe results are shared under."}
+	for d, in := range r.info {
+		info.add(1, "disk", d, "key", in.Key, "class", in.Class, "driver", in.Driver, "model", in.Model,
+			"hw_queues", in.HWQueues, "rotational", in.Rotational)
+	}
 	disks := make([]string, 0, len(r.busy))
 	for d := range r.busy {
 		disks = append(disks, d)
@@ -80,5 +109,5 @@ func (r *Recorder) busyFamilies() []*family {
 		ios.add(float64(b.Reads), "disk", d, "op", "read")
 		ios.add(float64(b.Writes), "disk", d, "op", "write")
 	}
-	return []*family{hist, ios}
+	return []*family{info, hist, ios}
 }

@@ -20,7 +20,9 @@ func TestBusyDepthsExposition(t *testing.T) {
 		Cumulative: []float64{5, 5, 5, 5, 5, 15, 15, 15, 15, 17}, Sum: 1259, Reads: 5600, Writes: 1000})
 	r.SetBusyDepths("vdb", BusyDepths{Bounds: testBounds, Cumulative: make([]float64, 10)})
 	r.SetBusyDepths("vdc", BusyDepths{Bounds: testBounds, Cumulative: make([]float64, 10), Reads: 1})
-	r.ForgetBusyDepths("vdc")
+	r.SetDiskInfo("vdc", DiskInfo{Key: "k2", Class: "virtio"})
+	r.SetDiskInfo("vda", DiskInfo{Key: "virtio/virtio_blk/-/hwq2/qd256/1073741824B/6.1.0", Class: "virtio", Driver: "virtio_blk", Model: "", HWQueues: "2", Rotational: "0"})
+	r.ForgetObserved("vdc")
 	out := r.exposition()
 	fams := parse(t, out)
 	f := fams["iosched_disk_busy_depth_seconds"]
@@ -55,6 +57,10 @@ func TestBusyDepthsExposition(t *testing.T) {
 	if strings.Contains(string(out), `"vdc"`) {
 		t.Errorf("a forgotten disk is still in the file:\n%s", out)
 	}
+	if v, ok := value(fams, "iosched_disk_info", map[string]string{"disk": "vda", "class": "virtio", "driver": "virtio_blk", "hw_queues": "2", "rotational": "0",
+		"key": "virtio/virtio_blk/-/hwq2/qd256/1073741824B/6.1.0"}); !ok || v != 1 {
+		t.Errorf("vda's info = %v, %v", v, ok)
+	}
 	// A +Inf bucket is written as such.
 	if !strings.Contains(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",le="+Inf"} 17`) {
 		t.Errorf("no +Inf bucket of 17 for vda:\n%s", out)
@@ -75,6 +81,7 @@ func TestBusyDepthsPromtool(t *testing.T) {
 	r := New(Options{Version: "v1"})
 	r.SetBusyDepths("vda", BusyDepths{Bounds: testBounds,
 		Cumulative: []float64{5, 5, 5, 5, 5, 15, 15, 15, 15, 17}, Sum: 1259, Reads: 5600, Writes: 1000})
+	r.SetDiskInfo("vda", DiskInfo{Key: "k", Class: "virtio", Driver: "virtio_blk", HWQueues: "2", Rotational: "0"})
 	r.SetProbe("vda", []ProbeResult{{Scheduler: "none", IOPS: 1000, QD1IOPS: 100, Chosen: true}})
 	p := filepath.Join(t.TempDir(), "iosched.prom")
 	if err := os.WriteFile(p, r.exposition(), 0o644); err != nil {

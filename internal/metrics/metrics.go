@@ -105,6 +105,7 @@ type Recorder struct {
 	probes     map[string][]ProbeResult // by disk
 	adapt      map[string]adaptDepths   // by disk
 	busy       map[string]BusyDepths    // by observed disk
+	info       map[string]DiskInfo      // by observed disk
 	writeErr   error
 	writeCount int
 	// flushes counts the times the writer took what was recorded,
