@@ -1,11 +1,15 @@
 package metrics
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/iosched/iosched/internal/promtest"
 )
 
 var testBounds = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
@@ -97,4 +101,51 @@ func TestBusyDepthsPromtool(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
+}
+
+// BenchmarkFile1000Observed renders and writes the file of a machine with
+// 1000 observed disks, each probed with two candidates: the time of one
+// write (render and atomic replace) and the file's size, reported as
+// bytes/file and series/disk.
+func BenchmarkFile1000Observed(b *testing.B) {
+	r := New(Options{Version: "v1"})
+	const disks = 1000
+	for i := range disks {
+		name := fmt.Sprintf("vd%04d", i)
+		r.SetDiskInfo(name, DiskInfo{Key: "virtio/virtio_blk/-/hwq2/qd256/10737418240B/6.1.0-18-amd64", Class: "virtio",
+			Driver: "virtio_blk", HWQueues: "2", Rotational: "0"})
+		cum := make([]float64, len(testBounds)+1)
+		for j := range cum {
+			cum[j] = float64(1000*i + 100*j)
+		}
+		r.SetBusyDepths(name, BusyDepths{Bounds: testBounds, Cumulative: cum, Sum: 12345.5, Reads: 1e9, Writes: 1e8})
+		r.SetProbe(name, []ProbeResult{
+			{Scheduler: "none", IOPS: 143000, QD1IOPS: 9000, P99: 900 * time.Microsecond, QD1P99: 200 * time.Microsecond, Chosen: true},
+			{Scheduler: "mq-deadline", IOPS: 120000, QD1IOPS: 8800, P99: time.Millisecond, QD1P99: 210 * time.Microsecond},
+		})
+	}
+	path := filepath.Join(b.TempDir(), "iosched.prom")
+	var size int
+	b.ResetTimer()
+	for b.Loop() {
+		out := r.exposition()
+		size = len(out)
+		if err := writeFile(path, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	fams := promtest.Parse(b, r.exposition())
+	series := 0
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				series += len(h.GetBucket()) + 2 // _bucket lines, _sum, _count
+			} else {
+				series++
+			}
+		}
+	}
+	b.ReportMetric(float64(size), "bytes/file")
+	b.ReportMetric(float64(series)/disks, "series/disk")
 }
