@@ -149,3 +149,34 @@ func BenchmarkFile1000Observed(b *testing.B) {
 	b.ReportMetric(float64(size), "bytes/file")
 	b.ReportMetric(float64(series)/disks, "series/disk")
 }
+
+// A disk's probe curves come out one series per candidate and depth, with
+// their source, and the measurement's time; ForgetProbe drops them.
+func TestProbeCurvesExposition(t *testing.T) {
+	t.Parallel()
+	r := New(Options{})
+	at := time.Unix(1700000000, 500000000)
+	r.SetProbeCurves("vda", ProbeCurves{Source: "seeded", At: at, Curves: map[string][]CurvePoint{
+		"none":        {{Depth: 1, IOPS: 9000}, {Depth: 32, IOPS: 143000}},
+		"mq-deadline": {{Depth: 1, IOPS: 9500}, {Depth: 32, IOPS: 120000}},
+	}})
+	r.SetProbeCurves("vdb", ProbeCurves{Source: "probed", At: at, Curves: map[string][]CurvePoint{"none": {{Depth: 1, IOPS: 1}}}})
+	r.ForgetProbe("vdb")
+	out := r.exposition()
+	fams := parse(t, out)
+	for _, c := range []struct {
+		sched, depth string
+		want         float64
+	}{{"none", "1", 9000}, {"none", "32", 143000}, {"mq-deadline", "1", 9500}, {"mq-deadline", "32", 120000}} {
+		v, ok := value(fams, "iosched_probe_curve_iops", map[string]string{"disk": "vda", "scheduler": c.sched, "depth": c.depth, "source": "seeded"})
+		if !ok || v != c.want {
+			t.Errorf("vda %s at depth %s = %v, %v; want %v", c.sched, c.depth, v, ok, c.want)
+		}
+	}
+	if v, ok := value(fams, "iosched_probe_timestamp_seconds", map[string]string{"disk": "vda", "source": "seeded"}); !ok || v != 1700000000.5 {
+		t.Errorf("vda's timestamp = %v, %v", v, ok)
+	}
+	if strings.Contains(string(out), `"vdb"`) {
+		t.Errorf("a forgotten disk's curves are still in the file:\n%s", out)
+	}
+}

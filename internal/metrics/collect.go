@@ -154,7 +154,7 @@ func (r *Recorder) exposition() []byte {
 		adaptBusy.add(a.busy, "disk", disk)
 		adaptWindow.add(a.window, "disk", disk)
 	}
-	busy := r.busyFamilies()
+	busy := append(r.busyFamilies(), r.curveFamilies()...)
 	r.mu.Unlock()
 
 	fams := []*family{disks, changes, applyErrors, drift, uevents, rescans, overflows, loadErrs,
