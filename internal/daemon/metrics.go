@@ -131,4 +131,24 @@ func (d *Daemon) recordProbe(name string, rep *probe.Report) {
 		})
 	}
 	d.metrics.SetProbe(name, results)
+	d.metrics.SetProbeCurves(name, probeCurves(rep, time.Now()))
+}
+
+// probeCurves is the metrics' form of a decision's curves: where the
+// decision came from (a probe run now, this machine's store, a seed
+// file) and when its figures were measured.
+func probeCurves(rep *probe.Report, now time.Time) metrics.ProbeCurves {
+	c := metrics.ProbeCurves{Source: "probed", At: now, Curves: map[string][]metrics.CurvePoint{}}
+	switch {
+	case strings.HasPrefix(rep.From, "seeded"):
+		c.Source, c.At = "seeded", rep.MeasuredAt
+	case rep.From != "":
+		c.Source, c.At = "remembered", rep.MeasuredAt
+	}
+	for _, cand := range rep.Candidates {
+		for _, p := range cand.Points(rep.Depth) {
+			c.Curves[cand.Scheduler] = append(c.Curves[cand.Scheduler], metrics.CurvePoint{Depth: p.Depth, IOPS: p.IOPS})
+		}
+	}
+	return c
 }

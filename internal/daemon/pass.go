@@ -93,6 +93,7 @@ func (d *Daemon) pass(name string, j job) {
 		return // a stop abandons what has not started writing (ev may be cut short)
 	}
 	a := d.pipe.Plan(dev, ev, d.adaptDecision(pol, dev, d.probeDecision(pol, dev, ev)))
+	d.observeDisk(pol, dev)
 	ev, p := a.Eval, a.Plan
 	// A pass udevd's processed event asked for retries what was held: a
 	// value not kept before may have been a udev rule's write racing ours,
@@ -416,6 +417,7 @@ func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
 	d.probes.cancel(name)
 	d.metrics.ForgetProbe(name)
 	d.dropAdaptive(name, "another disk has its name")
+	d.dropObserved(name)
 	if d.orig != nil {
 		d.orig.Forget(name)
 	}
@@ -431,6 +433,7 @@ func (d *Daemon) forget(name string) {
 	d.probes.cancel(name)
 	d.metrics.ForgetProbe(name)
 	d.dropAdaptive(name, "it went away")
+	d.dropObserved(name)
 	if d.orig != nil {
 		d.orig.Forget(name)
 	}

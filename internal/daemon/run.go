@@ -62,6 +62,8 @@ type Daemon struct {
 	follow *Follower // udevd's processed events, in kernel mode
 	probes probes    // [rule.probe]: probe.go
 	adapt  adaptive  // [rule.adapt]: adapt.go
+	// observed is the disks a rule's observe key asks for: observe.go.
+	observed observing
 	// adaptHist keeps the adaptive disks' switch histories in the state
 	// directory: adapthistory.go.
 	adaptHist adaptHistories

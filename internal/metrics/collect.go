@@ -154,10 +154,12 @@ func (r *Recorder) exposition() []byte {
 		adaptBusy.add(a.busy, "disk", disk)
 		adaptWindow.add(a.window, "disk", disk)
 	}
+	busy := append(r.busyFamilies(), r.curveFamilies()...)
 	r.mu.Unlock()
 
 	fams := []*family{disks, changes, applyErrors, drift, uevents, rescans, overflows, loadErrs,
 		reloadOK, reloadAt, probeIOPS, probeP99, probeChosen, adaptSwitches, adaptBusy, adaptWindow, build, latency}
+	fams = append(fams, busy...)
 	slices.SortFunc(fams, func(a, b *family) int { return cmp.Compare(a.name, b.name) })
 	var b bytes.Buffer
 	for _, f := range fams {
@@ -202,13 +204,21 @@ func formatFloat(v float64) string {
 }
 
 // The format escapes backslash and newline in help text, and the double
-// quote too in label values.
-func escapeHelp(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
-}
+// quote too in label values. The replacers are built once: a file of a thousand observed disks has
+// tens of thousands of label values, and building one is most of the
+// cost of escaping.
+var (
+	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+	labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+)
+
+func escapeHelp(s string) string { return helpEscaper.Replace(s) }
 
 func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`).Replace(s)
+	if !strings.ContainsAny(s, "\\\n\"") {
+		return s
+	}
+	return labelEscaper.Replace(s)
 }
 
 // eachCount calls fn for every counter of m, in no particular order (the

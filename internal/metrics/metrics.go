@@ -104,6 +104,9 @@ type Recorder struct {
 	reloadAt   time.Time
 	probes     map[string][]ProbeResult // by disk
 	adapt      map[string]adaptDepths   // by disk
+	busy       map[string]BusyDepths    // by observed disk
+	info       map[string]DiskInfo      // by observed disk
+	curves     map[string]ProbeCurves   // by disk
 	writeErr   error
 	writeCount int
 	// flushes counts the times the writer took what was recorded,
@@ -252,7 +255,10 @@ func (r *Recorder) SetProbe(disk string, results []ProbeResult) {
 func (r *Recorder) ForgetProbe(disk string) {
 	r.mu.Lock()
 	_, had := r.probes[disk]
+	_, hadCurves := r.curves[disk]
+	had = had || hadCurves
 	delete(r.probes, disk)
+	delete(r.curves, disk)
 	r.mu.Unlock()
 	if had {
 		r.mark()

@@ -57,7 +57,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "unknown key without suggestion lists the valid ones",
 			src:  "[[rule]]\nname = \"x\"\ncolour = \"blue\"\n",
-			want: []string{`p.toml:3:1: rule 1 "x": colour: unknown key (valid: name, match, except, set, probe, adapt)`},
+			want: []string{`p.toml:3:1: rule 1 "x": colour: unknown key (valid: name, match, except, set, probe, adapt, observe)`},
 		},
 		{
 			name: "key in the wrong table",

@@ -228,7 +228,7 @@ func contains(list []string, s string) bool {
 
 // ruleKeys are the keys of a [[rule]] table; [rule.probe] is in probe.go,
 // [rule.adapt] in adapt.go.
-var ruleKeys = []string{"name", "match", "except", "set", "probe", "adapt"}
+var ruleKeys = []string{"name", "match", "except", "set", "probe", "adapt", "observe"}
 
 func (d *decoder) rules(l loc, v any, p *Policy, names map[string]*Rule) {
 	var tables []map[string]any
@@ -301,6 +301,8 @@ func (d *decoder) rule(l loc, t map[string]any, index int, names map[string]*Rul
 			r.probe = d.probeTable(kl, t[k])
 		case "adapt":
 			r.adapt, r.adaptAt = d.adaptTable(kl, t[k]), d.at(kl)
+		case "observe":
+			r.observe = d.observeKey(kl, t[k])
 		default:
 			d.unknownKey(kl, k, ruleKeys, "[[rule]]")
 		}

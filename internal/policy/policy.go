@@ -56,6 +56,9 @@ type Rule struct {
 	// adaptAt is where [rule.adapt] is, for a check made once every
 	// file is read (adaptSources).
 	adaptAt *Error
+	// observe is how often the matched disks' stat is sampled for the
+	// fleet's metrics; 0 when the rule does not observe.
+	observe time.Duration
 }
 
 // Label names the rule as errors and logs do: `rule 3 "ublk"`.

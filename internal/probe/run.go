@@ -90,6 +90,9 @@ type Report struct {
 	// From says where a remembered decision came from: "" for a probe
 	// just run, "remembered" (probes.json) or "seeded: FILE".
 	From string `json:"from,omitempty"`
+	// MeasuredAt is when a remembered or seeded result was measured;
+	// zero for a probe just run (measured now).
+	MeasuredAt time.Time `json:"measured_at,omitzero"`
 
 	BudgetS  float64 `json:"budget_s"`
 	ElapsedS float64 `json:"elapsed_s"`

@@ -173,7 +173,7 @@ func (rec *Record) report() *Report {
 		Device: rec.Device, Engine: rec.Engine, Depth: rec.Depth, Depths: rec.Depths, FlatAt: rec.FlatAt, BlockSize: rec.BlockSize, DurationS: rec.DurationS,
 		Rounds: rec.Rounds, Choose: rec.Choose, Margin: rec.Margin, Incumbent: rec.Incumbent,
 		Candidates: rec.Figures, Decision: rec.Decision, RememberedAs: rec.Key.String(), Key: rec.Key, Serial: rec.Serial,
-		From: "remembered " + rec.At.Format(time.RFC3339),
+		From: "remembered " + rec.At.Format(time.RFC3339), MeasuredAt: rec.At,
 	}
 	if rec.Seeded != "" {
 		rep.From = "seeded from " + rec.Seeded

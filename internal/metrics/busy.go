@@ -1,0 +1,113 @@
+package metrics
+
+import (
+	"slices"
+	"strings"
+)
+
+// BusyDepths is an observed disk's busy time by in-flight depth, as a
+// histogram whose observations are busy seconds: Cumulative[i] the busy
+// seconds at a depth up to Bounds[i], the last entry (one more than
+// Bounds) every busy second. Every value only grows while the daemon
+// runs.
+type BusyDepths struct {
+	Bounds     []float64
+	Cumulative []float64
+	// Sum is the depth times the busy seconds, summed.
+	Sum float64
+	// Reads and Writes are the I/Os completed while observed.
+	Reads, Writes uint64
+}
+
+// DiskInfo is what an observed disk is, for iosched_disk_info: Key the
+// hardware key probe results are shared under, the rest its parts as
+// sysfs says them ("" or "unknown" when it does not).
+type DiskInfo struct {
+	Key, Class, Driver, Model, HWQueues, Rotational string
+}
+
+// SetDiskInfo records what an observed disk is.
+func (r *Recorder) SetDiskInfo(disk string, info DiskInfo) {
+	r.mu.Lock()
+	if r.info == nil {
+		r.info = map[string]DiskInfo{}
+	}
+	old, had := r.info[disk]
+	r.info[disk] = info
+	r.mu.Unlock()
+	if !had || old != info {
+		r.mark()
+	}
+}
+
+// SetBusyDepths replaces an observed disk's busy-depth histogram and I/O
+// counts (a rule's observe key). Values that did not change mark nothing
+// to write.
+func (r *Recorder) SetBusyDepths(disk string, b BusyDepths) {
+	b.Bounds = slices.Clone(b.Bounds)
+	b.Cumulative = slices.Clone(b.Cumulative)
+	r.mu.Lock()
+	if r.busy == nil {
+		r.busy = map[string]BusyDepths{}
+	}
+	old, had := r.busy[disk]
+	same := had && old.Sum == b.Sum && old.Reads == b.Reads && old.Writes == b.Writes &&
+		slices.Equal(old.Bounds, b.Bounds) && slices.Equal(old.Cumulative, b.Cumulative)
+	r.busy[disk] = b
+	r.mu.Unlock()
+	if !same {
+		r.mark()
+	}
+}
+
+// ForgetObserved drops a disk's observed series (its info, busy depths
+// and I/O counts): the disk went away or no rule observes it any more. A
+// series of a gone disk left in the file would be exported for ever.
+func (r *Recorder) ForgetObserved(disk string) {
+	r.mu.Lock()
+	_, had := r.busy[disk]
+	_, hadInfo := r.info[disk]
+	delete(r.busy, disk)
+	delete(r.info, disk)
+	r.mu.Unlock()
+	if had || hadInfo {
+		r.mark()
+	}
+}
+
+// busyFamilies renders the observed disks' series, disks in name order,
+// each histogram's lines in bucket order. Called with r.mu held.
+func (r *Recorder) busyFamilies() []*family {
+	hist := &family{name: "iosched_disk_busy_depth_seconds", kind: "histogram",
+		help: "Busy seconds of an observed disk by the mean requests in flight while busy over each sample (le: at most that depth); _sum is depth times seconds."}
+	ios := &family{name: "iosched_disk_observed_ios_total", kind: "counter",
+		help: "Reads and writes an observed disk completed while the daemon sampled it, by op."}
+	info := &family{name: "iosched_disk_info", kind: "gauge",
+		help: "Always 1 for an observed disk; the labels say what it is, key the hardware key its probe results are shared under."}
+	for d, in := range r.info {
+		info.add(1, "disk", d, "key", in.Key, "class", in.Class, "driver", in.Driver, "model", in.Model,
+			"hw_queues", in.HWQueues, "rotational", in.Rotational)
+	}
+	disks := make([]string, 0, len(r.busy))
+	for d := range r.busy {
+		disks = append(disks, d)
+	}
+	slices.SortFunc(disks, strings.Compare)
+	for _, d := range disks {
+		b := r.busy[d]
+		if len(b.Cumulative) != len(b.Bounds)+1 {
+			continue // not a histogram: SetBusyDepths' caller's mistake
+		}
+		for i, le := range b.Bounds {
+			hist.samples = append(hist.samples, sample{suffix: "_bucket", labels: []string{"disk", d, "le", formatFloat(le)}, value: b.Cumulative[i]})
+		}
+		total := b.Cumulative[len(b.Bounds)]
+		hist.samples = append(hist.samples,
+			sample{suffix: "_bucket", labels: []string{"disk", d, "le", "+Inf"}, value: total},
+			sample{suffix: "_sum", labels: []string{"disk", d}, value: b.Sum},
+			sample{suffix: "_count", labels: []string{"disk", d}, value: total})
+		ios.add(float64(b.Reads), "disk", d, "op", "read")
+		ios.add(float64(b.Writes), "disk", d, "op", "write")
+	}
+	return []*family{info, hist, ios}
+}

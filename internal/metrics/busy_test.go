@@ -1,0 +1,182 @@
+package metrics
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iosched/iosched/internal/promtest"
+)
+
+var testBounds = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+
+// An observed disk's busy time comes out as a histogram per disk (buckets
+// cumulative, +Inf equal to the count), its I/Os as counters; a
+// forgotten disk's series leave the file.
+func TestBusyDepthsExposition(t *testing.T) {
+	t.Parallel()
+	r := New(Options{})
+	r.SetBusyDepths("vda", BusyDepths{Bounds: testBounds,
+		Cumulative: []float64{5, 5, 5, 5, 5, 15, 15, 15, 15, 17}, Sum: 1259, Reads: 5600, Writes: 1000})
+	r.SetBusyDepths("vdb", BusyDepths{Bounds: testBounds, Cumulative: make([]float64, 10)})
+	r.SetBusyDepths("vdc", BusyDepths{Bounds: testBounds, Cumulative: make([]float64, 10), Reads: 1})
+	r.SetDiskInfo("vdc", DiskInfo{Key: "k2", Class: "virtio"})
+	r.SetDiskInfo("vda", DiskInfo{Key: "virtio/virtio_blk/-/hwq2/qd256/1073741824B/6.1.0", Class: "virtio", Driver: "virtio_blk", Model: "", HWQueues: "2", Rotational: "0"})
+	r.ForgetObserved("vdc")
+	out := r.exposition()
+	fams := parse(t, out)
+	f := fams["iosched_disk_busy_depth_seconds"]
+	if f == nil || len(f.GetMetric()) != 2 {
+		t.Fatalf("busy depth family: %v", f)
+	}
+	for _, m := range f.GetMetric() {
+		disk := m.GetLabel()[0].GetValue()
+		h := m.GetHistogram()
+		switch disk {
+		case "vda":
+			if h.GetSampleCount() != 17 || h.GetSampleSum() != 1259 {
+				t.Errorf("vda: count %d sum %v", h.GetSampleCount(), h.GetSampleSum())
+			}
+			want := map[float64]uint64{1: 5, 16: 5, 32: 15, 256: 15}
+			for _, b := range h.GetBucket() {
+				if w, ok := want[b.GetUpperBound()]; ok && b.GetCumulativeCount() != w {
+					t.Errorf("vda le=%v: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), w)
+				}
+			}
+		case "vdb":
+			if h.GetSampleCount() != 0 {
+				t.Errorf("vdb: count %d", h.GetSampleCount())
+			}
+		default:
+			t.Errorf("a series of disk %q", disk)
+		}
+	}
+	if v, ok := value(fams, "iosched_disk_observed_ios_total", map[string]string{"disk": "vda", "op": "write"}); !ok || v != 1000 {
+		t.Errorf("vda writes = %v, %v", v, ok)
+	}
+	if strings.Contains(string(out), `"vdc"`) {
+		t.Errorf("a forgotten disk is still in the file:\n%s", out)
+	}
+	if v, ok := value(fams, "iosched_disk_info", map[string]string{"disk": "vda", "class": "virtio", "driver": "virtio_blk", "hw_queues": "2", "rotational": "0",
+		"key": "virtio/virtio_blk/-/hwq2/qd256/1073741824B/6.1.0"}); !ok || v != 1 {
+		t.Errorf("vda's info = %v, %v", v, ok)
+	}
+	// A +Inf bucket is written as such.
+	if !strings.Contains(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",le="+Inf"} 17`) {
+		t.Errorf("no +Inf bucket of 17 for vda:\n%s", out)
+	}
+}
+
+// promtool, Prometheus's own linter, finds nothing to say of a file with
+// every series of the observed disks.
+func TestBusyDepthsPromtool(t *testing.T) {
+	t.Parallel()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("IOSCHED_INTEGRATION") == "required" {
+			t.Fatal("promtool (Debian's prometheus package) is not installed")
+		}
+		t.Skip("promtool (Debian's prometheus package) is not installed")
+	}
+	r := New(Options{Version: "v1"})
+	r.SetBusyDepths("vda", BusyDepths{Bounds: testBounds,
+		Cumulative: []float64{5, 5, 5, 5, 5, 15, 15, 15, 15, 17}, Sum: 1259, Reads: 5600, Writes: 1000})
+	r.SetDiskInfo("vda", DiskInfo{Key: "k", Class: "virtio", Driver: "virtio_blk", HWQueues: "2", Rotational: "0"})
+	r.SetProbe("vda", []ProbeResult{{Scheduler: "none", IOPS: 1000, QD1IOPS: 100, Chosen: true}})
+	p := filepath.Join(t.TempDir(), "iosched.prom")
+	if err := os.WriteFile(p, r.exposition(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = f
+	if out, err := cmd.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// BenchmarkFile1000Observed renders and writes the file of a machine with
+// 1000 observed disks, each probed with two candidates: the time of one
+// write (render and atomic replace) and the file's size, reported as
+// bytes/file and series/disk.
+func BenchmarkFile1000Observed(b *testing.B) {
+	r := New(Options{Version: "v1"})
+	const disks = 1000
+	for i := range disks {
+		name := fmt.Sprintf("vd%04d", i)
+		r.SetDiskInfo(name, DiskInfo{Key: "virtio/virtio_blk/-/hwq2/qd256/10737418240B/6.1.0-18-amd64", Class: "virtio",
+			Driver: "virtio_blk", HWQueues: "2", Rotational: "0"})
+		cum := make([]float64, len(testBounds)+1)
+		for j := range cum {
+			cum[j] = float64(1000*i + 100*j)
+		}
+		r.SetBusyDepths(name, BusyDepths{Bounds: testBounds, Cumulative: cum, Sum: 12345.5, Reads: 1e9, Writes: 1e8})
+		r.SetProbe(name, []ProbeResult{
+			{Scheduler: "none", IOPS: 143000, QD1IOPS: 9000, P99: 900 * time.Microsecond, QD1P99: 200 * time.Microsecond, Chosen: true},
+			{Scheduler: "mq-deadline", IOPS: 120000, QD1IOPS: 8800, P99: time.Millisecond, QD1P99: 210 * time.Microsecond},
+		})
+	}
+	path := filepath.Join(b.TempDir(), "iosched.prom")
+	var size int
+	b.ResetTimer()
+	for b.Loop() {
+		out := r.exposition()
+		size = len(out)
+		if err := writeFile(path, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	fams := promtest.Parse(b, r.exposition())
+	series := 0
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				series += len(h.GetBucket()) + 2 // _bucket lines, _sum, _count
+			} else {
+				series++
+			}
+		}
+	}
+	b.ReportMetric(float64(size), "bytes/file")
+	b.ReportMetric(float64(series)/disks, "series/disk")
+}
+
+// A disk's probe curves come out one series per candidate and depth, with
+// their source, and the measurement's time; ForgetProbe drops them.
+func TestProbeCurvesExposition(t *testing.T) {
+	t.Parallel()
+	r := New(Options{})
+	at := time.Unix(1700000000, 500000000)
+	r.SetProbeCurves("vda", ProbeCurves{Source: "seeded", At: at, Curves: map[string][]CurvePoint{
+		"none":        {{Depth: 1, IOPS: 9000}, {Depth: 32, IOPS: 143000}},
+		"mq-deadline": {{Depth: 1, IOPS: 9500}, {Depth: 32, IOPS: 120000}},
+	}})
+	r.SetProbeCurves("vdb", ProbeCurves{Source: "probed", At: at, Curves: map[string][]CurvePoint{"none": {{Depth: 1, IOPS: 1}}}})
+	r.ForgetProbe("vdb")
+	out := r.exposition()
+	fams := parse(t, out)
+	for _, c := range []struct {
+		sched, depth string
+		want         float64
+	}{{"none", "1", 9000}, {"none", "32", 143000}, {"mq-deadline", "1", 9500}, {"mq-deadline", "32", 120000}} {
+		v, ok := value(fams, "iosched_probe_curve_iops", map[string]string{"disk": "vda", "scheduler": c.sched, "depth": c.depth, "source": "seeded"})
+		if !ok || v != c.want {
+			t.Errorf("vda %s at depth %s = %v, %v; want %v", c.sched, c.depth, v, ok, c.want)
+		}
+	}
+	if v, ok := value(fams, "iosched_probe_timestamp_seconds", map[string]string{"disk": "vda", "source": "seeded"}); !ok || v != 1700000000.5 {
+		t.Errorf("vda's timestamp = %v, %v", v, ok)
+	}
+	if strings.Contains(string(out), `"vdb"`) {
+		t.Errorf("a forgotten disk's curves are still in the file:\n%s", out)
+	}
+}
