@@ -61,9 +61,12 @@ func Start(t testing.TB, n int, p Profile, size int64) *Emulated {
 	cmd := exec.Command(bin, "--profile-json", string(spec), "--loop", strconv.Itoa(n),
 		"--size", strconv.FormatInt(size, 10), "--dir", t.TempDir(), "--exit-on-stdin-eof")
 	// A test that dies takes its disk with it: the child stops when its
-	// standard input closes, or on SIGTERM when this process's thread
-	// that started it exits.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	// standard input closes, which the kernel does when this process ends
+	// however it ends. Not Pdeathsig: the kernel sends that when the OS
+	// thread that started the child exits (prctl(2), PR_SET_PDEATHSIG),
+	// and threads of a Go process exit while it runs (the daemon's
+	// procs.ReleaseThreads ends idle ones), which would stop the disk in
+	// the middle of a test.
 	cmd.Stderr = &testWriter{t: t}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
