@@ -33,6 +33,7 @@ import (
 //	observe 7400-7449, cli (advise) 7450-7489
 //	diskemu (emulated disks)       7500-7519
 //	cli (advise against iostat)    7520-7539
+//	daemon adaptive, emulated disks 7540-7579
 //	README walkthrough (loopctl)   7000-7099
 //	daemon tests                   20000-23999
 //	daemon against a real udevd    5900-5999
