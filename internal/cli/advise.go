@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/internal/adapt"
+	"github.com/iosched/iosched/internal/devnode"
 	"github.com/iosched/iosched/internal/observe"
 	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/policy"
@@ -106,7 +108,7 @@ why); 2 for a bad flag.`,
 					r.Error = r.err.Error()
 					continue
 				}
-				r.judge(fs, src)
+				r.judge(fs, src, advisedNodes{devnode.NodesFor(e.sysfsRoot, e.devDir)})
 			}
 			warned := map[string]bool{}
 			for _, err := range src.errs {
@@ -161,6 +163,15 @@ type adviceRow struct {
 	Gain          *float64 `json:"gain"`
 	// Basis is what the verdict rests on, or why there is none.
 	Basis string `json:"basis"`
+	// NoWait: whether the driver takes NOWAIT reads (nil: not known,
+	// NoWaitReason says why).
+	NoWait       *bool  `json:"nowait"`
+	NoWaitReason string `json:"nowait_reason,omitempty"`
+	// IOWorkerRuns is io_uring's hand-offs to io-wq the probe result
+	// measured under the current scheduler at the curve's point nearest
+	// the busy depth (HandoffDepth); nil when it has no such count.
+	IOWorkerRuns *int64 `json:"io_worker_runs,omitempty"`
+	HandoffDepth int    `json:"io_worker_runs_depth,omitempty"`
 	// Error is why the disk could not be sampled.
 	Error string `json:"error,omitempty"`
 
@@ -219,8 +230,12 @@ func sampleDisks(ctx context.Context, fs sysfs.FS, names []string, interval time
 }
 
 // judge reads the disk's scheduler and probe result and sets the verdict.
-func (r *adviceRow) judge(fs sysfs.FS, src *resultSource) {
+func (r *adviceRow) judge(fs sysfs.FS, src *resultSource, nodes interface{ Fill(*sysfs.Device) }) {
 	dev, err := fs.DeviceFacts(r.Name, sysfs.FactIdentity|sysfs.FactSize|sysfs.FactHWQueues)
+	if err == nil {
+		nodes.Fill(dev)
+		r.NoWait, r.NoWaitReason = dev.NoWait, dev.NoWaitReason
+	}
 	switch {
 	case err != nil:
 		r.Scheduler, r.Basis = "?", "not read: "+err.Error()
@@ -247,6 +262,7 @@ func (r *adviceRow) judge(fs sysfs.FS, src *resultSource) {
 	// 1 is the kernel's whole milliseconds rounding short requests down.
 	v, basis, ok := verdict(rec, from, max(r.point.BusyDepth, 1), active)
 	r.Basis = basis
+	r.handoffs(rec, active, max(r.point.BusyDepth, 1))
 	if ok {
 		gain := v.Gain()
 		r.Favoured, r.Gain = &v.Favoured, &gain
@@ -354,6 +370,25 @@ func (s *resultSource) probeHint(name string, offered []string) string {
 		cmd, o.Budget().Round(100*time.Millisecond))
 }
 
+// handoffs takes from rec the io-wq hand-offs measured under sched at the
+// curve point whose observed depth is nearest depth.
+func (r *adviceRow) handoffs(rec *probe.Record, sched string, depth float64) {
+	for _, c := range rec.Figures {
+		if c.Scheduler != sched {
+			continue
+		}
+		best := -1.0
+		for _, p := range c.Curve {
+			if p.IOWorkerRuns == nil {
+				continue
+			}
+			if d := math.Abs(p.ObservedDepth - depth); best < 0 || d < best {
+				best, r.IOWorkerRuns, r.HandoffDepth = d, p.IOWorkerRuns, p.Depth
+			}
+		}
+	}
+}
+
 // renderAdvice prints the table, then each disk's verdict.
 func renderAdvice(w io.Writer, interval time.Duration, rows []adviceRow) {
 	fmt.Fprintf(w, "over %s:\n", interval)
@@ -391,6 +426,16 @@ func renderAdvice(w io.Writer, interval time.Duration, rows []adviceRow) {
 			fmt.Fprintf(w, "%s: favours %s by %.0f%%: %s\n", printable(r.Name), *r.Favoured, 100**r.Gain, printable(r.Basis))
 		default:
 			fmt.Fprintf(w, "%s: %s\n", printable(r.Name), printable(r.Basis))
+		}
+		if r.err != nil {
+			continue
+		}
+		if r.NoWait != nil && !*r.NoWait {
+			fmt.Fprintf(w, "%s: no NOWAIT: %s\n", printable(r.Name), noWaitMeans)
+		}
+		if r.IOWorkerRuns != nil && *r.IOWorkerRuns > 0 {
+			fmt.Fprintf(w, "%s: io_uring handed reads to io-wq workers in the probe at depth %d under %s (%d worker runs): reads the disk could not take without blocking (no free tag or scheduler request: see nr_requests)\n",
+				printable(r.Name), r.HandoffDepth, printable(r.Scheduler), *r.IOWorkerRuns)
 		}
 	}
 }

@@ -122,7 +122,8 @@ func medianCurve(rounds []RoundFigures) []CurvePoint {
 	}
 	out := make([]CurvePoint, 0, len(rounds[0].Curve))
 	for _, p := range rounds[0].Curve {
-		var observed, iops, p50, p99 []float64
+		var observed, iops, p50, p99, runs []float64
+		seen := true
 		for _, r := range rounds {
 			for _, q := range r.Curve {
 				if q.Depth == p.Depth {
@@ -130,10 +131,20 @@ func medianCurve(rounds []RoundFigures) []CurvePoint {
 					iops = append(iops, q.IOPS)
 					p50 = append(p50, q.P50us)
 					p99 = append(p99, q.P99us)
+					if q.IOWorkerRuns == nil {
+						seen = false
+					} else {
+						runs = append(runs, float64(*q.IOWorkerRuns))
+					}
 				}
 			}
 		}
-		out = append(out, CurvePoint{Depth: p.Depth, ObservedDepth: median(observed), IOPS: median(iops), P50us: median(p50), P99us: median(p99)})
+		pt := CurvePoint{Depth: p.Depth, ObservedDepth: median(observed), IOPS: median(iops), P50us: median(p50), P99us: median(p99)}
+		if seen && len(runs) > 0 {
+			n := int64(median(runs))
+			pt.IOWorkerRuns = &n
+		}
+		out = append(out, pt)
 	}
 	return out
 }
@@ -151,6 +162,10 @@ type CurvePoint struct {
 	IOPS          float64 `json:"iops"`
 	P50us         float64 `json:"p50_us"`
 	P99us         float64 `json:"p99_us"`
+	// IOWorkerRuns counts io_uring's hand-offs to io-wq workers over
+	// the point (see workerRuns): reads the block layer could not take
+	// without blocking. Nil where the engine cannot see them.
+	IOWorkerRuns *int64 `json:"io_worker_runs,omitempty"`
 }
 
 // Points is c's curve; a result measured before curves existed has none

@@ -1,0 +1,41 @@
+package probe
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func runsOf(n int64) *int64 { return &n }
+
+// A point's io-wq hand-offs are the median over its rounds, shown in the
+// curve's text where there were any, and left out where a round could
+// not count them.
+func TestCurveHandoffs(t *testing.T) {
+	t.Parallel()
+	rounds := []RoundFigures{
+		{Curve: []CurvePoint{{Depth: 1, IOPS: 1000, IOWorkerRuns: runsOf(0)}, {Depth: 32, IOPS: 9000, ObservedDepth: 9.8, IOWorkerRuns: runsOf(2000)}}},
+		{Curve: []CurvePoint{{Depth: 1, IOPS: 1100, IOWorkerRuns: runsOf(0)}, {Depth: 32, IOPS: 9100, ObservedDepth: 9.8, IOWorkerRuns: runsOf(3000)}}},
+		{Curve: []CurvePoint{{Depth: 1, IOPS: 1200, IOWorkerRuns: runsOf(1)}, {Depth: 32, IOPS: 9200, ObservedDepth: 9.8, IOWorkerRuns: runsOf(2600)}}},
+	}
+	c := medianCurve(rounds)
+	if len(c) != 2 || c[0].IOWorkerRuns == nil || *c[0].IOWorkerRuns != 0 || c[1].IOWorkerRuns == nil || *c[1].IOWorkerRuns != 2600 {
+		t.Fatalf("median curve %+v: want io-wq 0 at depth 1, 2600 at 32", c)
+	}
+	txt := CurveText(c)
+	if !strings.Contains(txt, "32: 9.1K (9.80, io-wq 2600)") || strings.Contains(txt, "1: 1.1K (0.00, io-wq") {
+		t.Errorf("curve text %q: want io-wq 2600 at depth 32 and none at depth 1", txt)
+	}
+	b, err := json.Marshal(c[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"io_worker_runs":2600`) {
+		t.Errorf("JSON %s: want io_worker_runs 2600", b)
+	}
+
+	rounds[1].Curve[1].IOWorkerRuns = nil
+	if c := medianCurve(rounds); c[1].IOWorkerRuns != nil {
+		t.Errorf("a round without the count: got io-wq %d, want none", *c[1].IOWorkerRuns)
+	}
+}
