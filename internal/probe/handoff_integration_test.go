@@ -92,3 +92,40 @@ func TestIntegrationHandoffsWithoutNowait(t *testing.T) {
 		t.Errorf("loop: %d io-wq worker runs, zram %d; want ten times fewer", loop.WorkerRuns, zram.WorkerRuns)
 	}
 }
+
+// TestIntegrationProbeCountsHandoffs runs a probe with each engine: with
+// io_uring every curve point, of every round and of the medians, carries
+// its count of io-wq hand-offs; with psync, which cannot see them, none
+// does.
+func TestIntegrationProbeCountsHandoffs(t *testing.T) {
+	looptest.Require(t)
+	fs := liveFS(t)
+	l := looptest.Add(t, 7722)
+	l.Bind(t, 64<<20)
+	state := t.TempDir()
+	locks := testLocks(t)
+	for _, engine := range []string{EngineIOUring, EnginePsync} {
+		o := quick()
+		o.Engine = engine
+		rep, err := Run(context.Background(), Disk{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", engine, err)
+		}
+		for _, c := range rep.Candidates {
+			curves := [][]CurvePoint{c.Curve}
+			for _, r := range c.Rounds {
+				curves = append(curves, r.Curve)
+			}
+			for _, curve := range curves {
+				if len(curve) == 0 {
+					t.Fatalf("%s %s: no curve", engine, c.Scheduler)
+				}
+				for _, p := range curve {
+					if seen := p.IOWorkerRuns != nil; seen != (engine == EngineIOUring) {
+						t.Errorf("%s %s depth %d: hand-offs counted %v, want %v", engine, c.Scheduler, p.Depth, seen, engine == EngineIOUring)
+					}
+				}
+			}
+		}
+	}
+}
