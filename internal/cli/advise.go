@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/internal/adapt"
-	"github.com/iosched/iosched/internal/devnode"
 	"github.com/iosched/iosched/internal/observe"
 	"github.com/iosched/iosched/internal/paths"
 	"github.com/iosched/iosched/internal/policy"
@@ -49,6 +48,12 @@ another candidate, else with the runner-up:
   loop3: favours none by 50%: at depth 32 the probe measured none 1.50x
   mq-deadline's IOPS (curve of 2026-12-01, remembered)
 
+From the same result, advise says when io_uring handed reads to io-wq
+worker threads under the disk's scheduler at the curve point nearest the
+busy depth (reads the disk could not take without blocking: no free tag
+or scheduler request; see nr_requests), and when the disk took no NOWAIT
+reads at all (io_uring then hands every read to a worker).
+
 Without a result it prints the probe command that would measure one,
 with its time bound; an idle disk (no I/O completed) gets no verdict.
 
@@ -58,7 +63,7 @@ needed. Without DEVICE, every disk in /sys/block.
 --json: {"interval_s", "devices": [{"name", "scheduler", "iops",
 "read_iops", "write_iops", "read_fraction", "mean_size_bytes",
 "latency_us", "busy", "queue_depth", "busy_depth", "favoured", "gain",
-"basis"}]}: queue_depth is the mean requests in flight over the interval,
+"basis", "nowait", "io_worker_runs", "io_worker_runs_depth"}]}: queue_depth is the mean requests in flight over the interval,
 busy_depth the same while busy; favoured and gain (0.52 for 1.52x) are
 null without a basis, and basis then says why.
 
@@ -108,7 +113,7 @@ why); 2 for a bad flag.`,
 					r.Error = r.err.Error()
 					continue
 				}
-				r.judge(fs, src, advisedNodes{devnode.NodesFor(e.sysfsRoot, e.devDir)})
+				r.judge(fs, src)
 			}
 			warned := map[string]bool{}
 			for _, err := range src.errs {
@@ -163,10 +168,10 @@ type adviceRow struct {
 	Gain          *float64 `json:"gain"`
 	// Basis is what the verdict rests on, or why there is none.
 	Basis string `json:"basis"`
-	// NoWait: whether the driver takes NOWAIT reads (nil: not known,
-	// NoWaitReason says why).
-	NoWait       *bool  `json:"nowait"`
-	NoWaitReason string `json:"nowait_reason,omitempty"`
+	// NoWait: whether the driver took NOWAIT reads when the probe result
+	// was measured (advise opens no disk node to test it); nil when not
+	// known.
+	NoWait *bool `json:"nowait"`
 	// IOWorkerRuns is io_uring's hand-offs to io-wq the probe result
 	// measured under the current scheduler at the curve's point nearest
 	// the busy depth (HandoffDepth); nil when it has no such count.
@@ -230,12 +235,8 @@ func sampleDisks(ctx context.Context, fs sysfs.FS, names []string, interval time
 }
 
 // judge reads the disk's scheduler and probe result and sets the verdict.
-func (r *adviceRow) judge(fs sysfs.FS, src *resultSource, nodes interface{ Fill(*sysfs.Device) }) {
+func (r *adviceRow) judge(fs sysfs.FS, src *resultSource) {
 	dev, err := fs.DeviceFacts(r.Name, sysfs.FactIdentity|sysfs.FactSize|sysfs.FactHWQueues)
-	if err == nil {
-		nodes.Fill(dev)
-		r.NoWait, r.NoWaitReason = dev.NoWait, dev.NoWaitReason
-	}
 	switch {
 	case err != nil:
 		r.Scheduler, r.Basis = "?", "not read: "+err.Error()
@@ -262,6 +263,7 @@ func (r *adviceRow) judge(fs sysfs.FS, src *resultSource, nodes interface{ Fill(
 	// 1 is the kernel's whole milliseconds rounding short requests down.
 	v, basis, ok := verdict(rec, from, max(r.point.BusyDepth, 1), active)
 	r.Basis = basis
+	r.NoWait = rec.NoWait
 	r.handoffs(rec, active, max(r.point.BusyDepth, 1))
 	if ok {
 		gain := v.Gain()
@@ -431,7 +433,7 @@ func renderAdvice(w io.Writer, interval time.Duration, rows []adviceRow) {
 			continue
 		}
 		if r.NoWait != nil && !*r.NoWait {
-			fmt.Fprintf(w, "%s: no NOWAIT: %s\n", printable(r.Name), noWaitMeans)
+			fmt.Fprintf(w, "%s: no NOWAIT (when it was probed): %s\n", printable(r.Name), noWaitMeans)
 		}
 		if r.IOWorkerRuns != nil && *r.IOWorkerRuns > 0 {
 			fmt.Fprintf(w, "%s: io_uring handed reads to io-wq workers in the probe at depth %d under %s (%d worker runs): reads the disk could not take without blocking (no free tag or scheduler request: see nr_requests)\n",

@@ -34,6 +34,7 @@ func TestNoWaitSaidPlainly(t *testing.T) {
 		t.Errorf("explain:\n%s\nwant nowait: no: %s", buf.String(), noWaitMeans)
 	}
 
+	want = "zram0: no NOWAIT (when it was probed): " + noWaitMeans
 	buf.Reset()
 	renderAdvice(&buf, time.Second, []adviceRow{{Name: "zram0", NoWait: &no, Basis: "idle: no basis"}, {Name: "loop7", NoWait: &yes, Basis: "idle: no basis"}})
 	if !strings.Contains(buf.String(), want+"\n") || strings.Contains(buf.String(), "loop7: no NOWAIT") {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func runsOf(n int64) *int64 { return &n }
@@ -37,5 +38,23 @@ func TestCurveHandoffs(t *testing.T) {
 	rounds[1].Curve[1].IOWorkerRuns = nil
 	if c := medianCurve(rounds); c[1].IOWorkerRuns != nil {
 		t.Errorf("a round without the count: got io-wq %d, want none", *c[1].IOWorkerRuns)
+	}
+}
+
+// A remembered result keeps whether the disk took NOWAIT reads, for
+// advise, which opens no disk node to test it.
+func TestRecordKeepsNoWait(t *testing.T) {
+	t.Parallel()
+	no := false
+	rec := RecordOf(&Report{Device: "zram0", NoWait: &no}, time.Now())
+	if rec.NoWait == nil || *rec.NoWait {
+		t.Fatalf("record nowait %v, want false", rec.NoWait)
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"nowait":false`) {
+		t.Errorf("record JSON %s: want nowait false", b)
 	}
 }
