@@ -381,11 +381,12 @@ func (r *adviceRow) handoffs(rec *probe.Record, sched string, depth float64) {
 		}
 		best := -1.0
 		for _, p := range c.Curve {
-			if p.IOWorkerRuns == nil {
+			if !p.IOWorkerRuns.Known {
 				continue
 			}
 			if d := math.Abs(p.ObservedDepth - depth); best < 0 || d < best {
-				best, r.IOWorkerRuns, r.HandoffDepth = d, p.IOWorkerRuns, p.Depth
+				n := p.IOWorkerRuns.N
+				best, r.IOWorkerRuns, r.HandoffDepth = d, &n, p.Depth
 			}
 		}
 	}

@@ -46,18 +46,18 @@ func TestNoWaitSaidPlainly(t *testing.T) {
 // scheduler at the point nearest the disk's busy depth.
 func TestAdviseHandoffs(t *testing.T) {
 	t.Parallel()
-	n0, n1, n32, other := int64(0), int64(3), int64(2651), int64(9999)
+	n0, n1, n32, other := probe.HandoffsOf(0), probe.HandoffsOf(3), probe.HandoffsOf(2651), probe.HandoffsOf(9999)
 	rec := &probe.Record{Figures: []probe.Candidate{
 		{Scheduler: "mq-deadline", Curve: []probe.CurvePoint{
-			{Depth: 1, ObservedDepth: 1, IOWorkerRuns: &n0},
-			{Depth: 4, ObservedDepth: 3.9, IOWorkerRuns: &n1},
-			{Depth: 32, ObservedDepth: 30, IOWorkerRuns: &n32},
+			{Depth: 1, ObservedDepth: 1, IOWorkerRuns: n0},
+			{Depth: 4, ObservedDepth: 3.9, IOWorkerRuns: n1},
+			{Depth: 32, ObservedDepth: 30, IOWorkerRuns: n32},
 		}},
-		{Scheduler: "none", Curve: []probe.CurvePoint{{Depth: 32, ObservedDepth: 30, IOWorkerRuns: &other}}},
+		{Scheduler: "none", Curve: []probe.CurvePoint{{Depth: 32, ObservedDepth: 30, IOWorkerRuns: other}}},
 	}}
 	r := adviceRow{Name: "loop7", Scheduler: "mq-deadline", Basis: "b"}
 	r.handoffs(rec, "mq-deadline", 25)
-	if r.IOWorkerRuns == nil || *r.IOWorkerRuns != n32 || r.HandoffDepth != 32 {
+	if r.IOWorkerRuns == nil || *r.IOWorkerRuns != 2651 || r.HandoffDepth != 32 {
 		t.Fatalf("busy depth 25: got %v at depth %d, want 2651 at 32", r.IOWorkerRuns, r.HandoffDepth)
 	}
 	var buf bytes.Buffer

@@ -121,7 +121,7 @@ func TestIntegrationProbeCountsHandoffs(t *testing.T) {
 					t.Fatalf("%s %s: no curve", engine, c.Scheduler)
 				}
 				for _, p := range curve {
-					if seen := p.IOWorkerRuns != nil; seen != (engine == EngineIOUring) {
+					if seen := p.IOWorkerRuns.Known; seen != (engine == EngineIOUring) {
 						t.Errorf("%s %s depth %d: hand-offs counted %v, want %v", engine, c.Scheduler, p.Depth, seen, engine == EngineIOUring)
 					}
 				}

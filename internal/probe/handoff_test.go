@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func runsOf(n int64) *int64 { return &n }
+func runsOf(n int64) Handoffs { return HandoffsOf(n) }
 
 // A point's io-wq hand-offs are the median over its rounds, shown in the
 // curve's text where there were any, and left out where a round could
@@ -20,7 +20,7 @@ func TestCurveHandoffs(t *testing.T) {
 		{Curve: []CurvePoint{{Depth: 1, IOPS: 1200, IOWorkerRuns: runsOf(1)}, {Depth: 32, IOPS: 9200, ObservedDepth: 9.8, IOWorkerRuns: runsOf(2600)}}},
 	}
 	c := medianCurve(rounds)
-	if len(c) != 2 || c[0].IOWorkerRuns == nil || *c[0].IOWorkerRuns != 0 || c[1].IOWorkerRuns == nil || *c[1].IOWorkerRuns != 2600 {
+	if len(c) != 2 || c[0].IOWorkerRuns != runsOf(0) || c[1].IOWorkerRuns != runsOf(2600) {
 		t.Fatalf("median curve %+v: want io-wq 0 at depth 1, 2600 at 32", c)
 	}
 	txt := CurveText(c)
@@ -35,9 +35,18 @@ func TestCurveHandoffs(t *testing.T) {
 		t.Errorf("JSON %s: want io_worker_runs 2600", b)
 	}
 
-	rounds[1].Curve[1].IOWorkerRuns = nil
-	if c := medianCurve(rounds); c[1].IOWorkerRuns != nil {
-		t.Errorf("a round without the count: got io-wq %d, want none", *c[1].IOWorkerRuns)
+	var back CurvePoint
+	if err := json.Unmarshal(b, &back); err != nil || back != c[1] {
+		t.Errorf("JSON %s read back as %+v (%v), want %+v", b, back, err, c[1])
+	}
+
+	rounds[1].Curve[1].IOWorkerRuns = Handoffs{}
+	c = medianCurve(rounds)
+	if c[1].IOWorkerRuns.Known {
+		t.Errorf("a round without the count: got io-wq %d, want unknown", c[1].IOWorkerRuns.N)
+	}
+	if b, _ := json.Marshal(c[1]); strings.Contains(string(b), "io_worker_runs") {
+		t.Errorf("JSON %s: an unknown count is left out", b)
 	}
 }
 

@@ -645,12 +645,7 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 			rf.IOPS, rf.MiBs, rf.P50us, rf.P99us, rf.P999us, rf.CPUPerIOus = m.iops, m.mibs, m.p50, m.p99, m.p999, m.cpuPerIO
 		}
 		if slices.Contains(o.Depths, depth) {
-			pt := CurvePoint{Depth: depth, ObservedDepth: observed, IOPS: m.iops, P50us: m.p50, P99us: m.p99}
-			if s.WorkerRuns >= 0 {
-				n := s.WorkerRuns
-				pt.IOWorkerRuns = &n
-			}
-			rf.Curve = append(rf.Curve, pt)
+			rf.Curve = append(rf.Curve, CurvePoint{Depth: depth, ObservedDepth: observed, IOPS: m.iops, P50us: m.p50, P99us: m.p99, IOWorkerRuns: HandoffsOf(s.WorkerRuns)})
 		}
 	}
 	return rf, runs, nil
@@ -664,8 +659,8 @@ func CurveText(pts []CurvePoint) string {
 	parts := make([]string, len(pts))
 	for i, p := range pts {
 		wq := ""
-		if p.IOWorkerRuns != nil && *p.IOWorkerRuns > 0 {
-			wq = fmt.Sprintf(", io-wq %d", *p.IOWorkerRuns)
+		if p.IOWorkerRuns.N > 0 {
+			wq = fmt.Sprintf(", io-wq %d", p.IOWorkerRuns.N)
 		}
 		parts[i] = fmt.Sprintf("%d: %s (%.2f%s)", p.Depth, kilo(p.IOPS), p.ObservedDepth, wq)
 	}
