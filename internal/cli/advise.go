@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -50,6 +51,12 @@ another candidate, else with the runner-up:
   loop3: favours none by 50%: at depth 32 the probe measured none 1.50x
   mq-deadline's IOPS (curve of 2026-12-01, remembered)
 
+From the same result, advise says when io_uring handed reads to io-wq
+worker threads under the disk's scheduler at the curve point nearest the
+busy depth (reads the disk could not take without blocking: no free tag
+or scheduler request; see nr_requests), and when the disk took no NOWAIT
+reads at all (io_uring then hands every read to a worker).
+
 Without a result it prints the probe command that would measure one,
 with its time bound; an idle disk (no I/O completed) gets no verdict.
 
@@ -63,7 +70,7 @@ every disk in /sys/block.
 --json: {"interval_s", "devices": [{"name", "scheduler", "iops",
 "read_iops", "write_iops", "read_fraction", "mean_size_bytes",
 "latency_us", "busy", "queue_depth", "busy_depth", "favoured", "gain",
-"basis", "nowait", "nowait_note"}]}: queue_depth is the mean requests in flight over the interval,
+"basis", "nowait", "nowait_note", "io_worker_runs", "io_worker_runs_depth"}]}: queue_depth is the mean requests in flight over the interval,
 busy_depth the same while busy; favoured and gain (0.52 for 1.52x) are
 null without a basis, and basis then says why; nowait is null when not
 tested, and nowait_note says why, or what no NOWAIT support means.
@@ -174,6 +181,11 @@ type adviceRow struct {
 	// NoWaitNote why it was not tested, or what its absence means.
 	NoWait     *bool  `json:"nowait"`
 	NoWaitNote string `json:"nowait_note,omitempty"`
+	// IOWorkerRuns is io_uring's hand-offs to io-wq the probe result
+	// measured under the current scheduler at the curve's point nearest
+	// the busy depth (HandoffDepth); nil when it has no such count.
+	IOWorkerRuns *int64 `json:"io_worker_runs,omitempty"`
+	HandoffDepth int    `json:"io_worker_runs_depth,omitempty"`
 	// Error is why the disk could not be sampled.
 	Error string `json:"error,omitempty"`
 
@@ -260,6 +272,7 @@ func (r *adviceRow) judge(fs sysfs.FS, src *resultSource) {
 	// 1 is the kernel's whole milliseconds rounding short requests down.
 	v, basis, ok := verdict(rec, from, max(r.point.BusyDepth, 1), active)
 	r.Basis = basis
+	r.handoffs(rec, active, max(r.point.BusyDepth, 1))
 	if ok {
 		gain := v.Gain()
 		r.Favoured, r.Gain = &v.Favoured, &gain
@@ -367,6 +380,26 @@ func (s *resultSource) probeHint(name string, offered []string) string {
 		cmd, o.Budget().Round(100*time.Millisecond))
 }
 
+// handoffs takes from rec the io-wq hand-offs measured under sched at the
+// curve point whose observed depth is nearest depth.
+func (r *adviceRow) handoffs(rec *probe.Record, sched string, depth float64) {
+	for _, c := range rec.Figures {
+		if c.Scheduler != sched {
+			continue
+		}
+		best := -1.0
+		for _, p := range c.Curve {
+			if !p.IOWorkerRuns.Known {
+				continue
+			}
+			if d := math.Abs(p.ObservedDepth - depth); best < 0 || d < best {
+				n := p.IOWorkerRuns.N
+				best, r.IOWorkerRuns, r.HandoffDepth = d, &n, p.Depth
+			}
+		}
+	}
+}
+
 // renderAdvice prints the table, then each disk's verdict.
 func renderAdvice(w io.Writer, interval time.Duration, rows []adviceRow) {
 	fmt.Fprintf(w, "over %s:\n", interval)
@@ -405,8 +438,15 @@ func renderAdvice(w io.Writer, interval time.Duration, rows []adviceRow) {
 		default:
 			fmt.Fprintf(w, "%s: %s\n", printable(r.Name), printable(r.Basis))
 		}
-		if r.err == nil && r.NoWait != nil && !*r.NoWait {
+		if r.err != nil {
+			continue
+		}
+		if r.NoWait != nil && !*r.NoWait {
 			fmt.Fprintf(w, "%s: %s\n", printable(r.Name), r.NoWaitNote)
+		}
+		if r.IOWorkerRuns != nil && *r.IOWorkerRuns > 0 {
+			fmt.Fprintf(w, "%s: io_uring handed reads to io-wq workers in the probe at depth %d under %s (%d worker runs): reads the disk could not take without blocking (no free tag or scheduler request: see nr_requests)\n",
+				printable(r.Name), r.HandoffDepth, printable(r.Scheduler), *r.IOWorkerRuns)
 		}
 	}
 }

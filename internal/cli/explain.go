@@ -155,6 +155,9 @@ func renderExplain(w io.Writer, a pipeline.Assessment) {
 		fact("scheduler", "unknown (see the warnings)")
 	}
 	nowait := optBool(d.NoWait)
+	if d.NoWait != nil && !*d.NoWait {
+		nowait += ": " + noWaitMeans
+	}
 	if d.NoWaitReason != "" {
 		nowait += " (" + d.NoWaitReason + ")"
 	}

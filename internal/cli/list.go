@@ -147,6 +147,11 @@ func renderList(w io.Writer, devs []*sysfs.Device) error {
 			fmt.Fprintf(w, "%s: unknown: %s\n", printable(d.Name), printable(m))
 		}
 	}
+	for _, d := range devs {
+		if d.NoWait != nil && !*d.NoWait {
+			fmt.Fprintf(w, "%s: no NOWAIT: %s\n", printable(d.Name), noWaitMeans)
+		}
+	}
 	for _, g := range nowaitUnknown(devs) {
 		switch {
 		case len(g.names) == 1:
@@ -159,6 +164,12 @@ func renderList(w io.Writer, devs []*sysfs.Device) error {
 	}
 	return nil
 }
+
+// noWaitMeans is what a disk without NOWAIT costs: io_uring submits every
+// read with REQ_NOWAIT, the driver refuses it (-EAGAIN/-EOPNOTSUPP inside
+// the kernel), and io_uring re-issues it from an io-wq worker thread
+// (io_uring/rw.c io_read, io_uring/io_uring.c io_queue_async).
+const noWaitMeans = "io_uring hands every read to an io-wq worker thread, a slow path"
 
 type nowaitGroup struct {
 	pattern string // the reason with the disk's name as <disk>

@@ -1,7 +1,9 @@
 package probe
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -122,7 +124,8 @@ func medianCurve(rounds []RoundFigures) []CurvePoint {
 	}
 	out := make([]CurvePoint, 0, len(rounds[0].Curve))
 	for _, p := range rounds[0].Curve {
-		var observed, iops, p50, p99 []float64
+		var observed, iops, p50, p99, runs []float64
+		seen := true
 		for _, r := range rounds {
 			for _, q := range r.Curve {
 				if q.Depth == p.Depth {
@@ -130,10 +133,19 @@ func medianCurve(rounds []RoundFigures) []CurvePoint {
 					iops = append(iops, q.IOPS)
 					p50 = append(p50, q.P50us)
 					p99 = append(p99, q.P99us)
+					if q.IOWorkerRuns.Known {
+						runs = append(runs, float64(q.IOWorkerRuns.N))
+					} else {
+						seen = false
+					}
 				}
 			}
 		}
-		out = append(out, CurvePoint{Depth: p.Depth, ObservedDepth: median(observed), IOPS: median(iops), P50us: median(p50), P99us: median(p99)})
+		pt := CurvePoint{Depth: p.Depth, ObservedDepth: median(observed), IOPS: median(iops), P50us: median(p50), P99us: median(p99)}
+		if seen && len(runs) > 0 {
+			pt.IOWorkerRuns = HandoffsOf(int64(median(runs)))
+		}
+		out = append(out, pt)
 	}
 	return out
 }
@@ -151,6 +163,51 @@ type CurvePoint struct {
 	IOPS          float64 `json:"iops"`
 	P50us         float64 `json:"p50_us"`
 	P99us         float64 `json:"p99_us"`
+	// IOWorkerRuns counts io_uring's hand-offs to io-wq workers over
+	// the point (see workerRuns): reads the block layer could not take
+	// without blocking. Unknown (and left out of the JSON) where the
+	// engine cannot see them.
+	IOWorkerRuns Handoffs `json:"io_worker_runs,omitzero"`
+}
+
+// Handoffs is a count of io_uring's hand-offs to io-wq, or unknown (the
+// zero value). A value, not a pointer, so that points compare with ==.
+type Handoffs struct {
+	N     int64
+	Known bool
+}
+
+// HandoffsOf is n hand-offs, or unknown when n < 0 (Sample.WorkerRuns).
+func HandoffsOf(n int64) Handoffs {
+	if n < 0 {
+		return Handoffs{}
+	}
+	return Handoffs{N: n, Known: true}
+}
+
+// IsZero reports an unknown count, which JSON leaves out.
+func (h Handoffs) IsZero() bool { return !h.Known }
+
+// MarshalJSON writes the count, or null when unknown.
+func (h Handoffs) MarshalJSON() ([]byte, error) {
+	if !h.Known {
+		return []byte("null"), nil
+	}
+	return strconv.AppendInt(nil, h.N, 10), nil
+}
+
+// UnmarshalJSON reads a count, or null (or nothing) as unknown.
+func (h *Handoffs) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*h = Handoffs{}
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("io_worker_runs %s: want a count, 0 or more", b)
+	}
+	*h = Handoffs{N: n, Known: true}
+	return nil
 }
 
 // Points is c's curve; a result measured before curves existed has none

@@ -648,18 +648,24 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 			rf.IOPS, rf.MiBs, rf.P50us, rf.P99us, rf.P999us, rf.CPUPerIOus = m.iops, m.mibs, m.p50, m.p99, m.p999, m.cpuPerIO
 		}
 		if slices.Contains(o.Depths, depth) {
-			rf.Curve = append(rf.Curve, CurvePoint{Depth: depth, ObservedDepth: observed, IOPS: m.iops, P50us: m.p50, P99us: m.p99})
+			rf.Curve = append(rf.Curve, CurvePoint{Depth: depth, ObservedDepth: observed, IOPS: m.iops, P50us: m.p50, P99us: m.p99, IOWorkerRuns: HandoffsOf(s.WorkerRuns)})
 		}
 	}
 	return rf, runs, nil
 }
 
 // CurveText is a curve in one line: each point's depth, IOPS and, in
-// brackets, the disk's observed depth ("1: 45.1K (0.62)  4: 121K (1.81)").
+// brackets, the disk's observed depth ("1: 45.1K (0.62)  4: 121K (1.81)"),
+// and io_uring's hand-offs to io-wq where there were any
+// ("32: 35.5K (9.80, io-wq 2651)").
 func CurveText(pts []CurvePoint) string {
 	parts := make([]string, len(pts))
 	for i, p := range pts {
-		parts[i] = fmt.Sprintf("%d: %s (%.2f)", p.Depth, kilo(p.IOPS), p.ObservedDepth)
+		wq := ""
+		if p.IOWorkerRuns.N > 0 {
+			wq = fmt.Sprintf(", io-wq %d", p.IOWorkerRuns.N)
+		}
+		parts[i] = fmt.Sprintf("%d: %s (%.2f%s)", p.Depth, kilo(p.IOPS), p.ObservedDepth, wq)
 	}
 	return strings.Join(parts, "  ")
 }

@@ -107,6 +107,9 @@ type Record struct {
 	// never returns it, so the daemon (and a probe without --fresh)
 	// measure the disk again, once it is idle.
 	Disturbed string `json:"disturbed,omitempty"`
+	// NoWait is whether the disk took NOWAIT reads when it was probed
+	// (Report.NoWait); nil when that was not known.
+	NoWait *bool `json:"nowait,omitempty"`
 	// Seeded names the file a seeded record was read from, Entry its
 	// place in it (1 for the first result); neither is stored.
 	Seeded string `json:"-"`
@@ -125,6 +128,7 @@ func RecordOf(r *Report, at time.Time) Record {
 		Method:    Method{Engine: engine, Depth: r.Depth, BlockSize: r.BlockSize, Depths: slices.Clone(r.Depths), Candidates: cands},
 		DurationS: r.DurationS, FlatAt: r.FlatAt, Rounds: r.Rounds, Incumbent: r.Incumbent, Figures: r.Candidates,
 		Decision: r.Decision, Choose: r.Choose, Margin: r.Margin, Disturbed: r.Disturbed,
+		NoWait: r.NoWait,
 	}
 }
 

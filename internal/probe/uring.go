@@ -291,12 +291,21 @@ func (r *ring) reap(fn func(c uringCQE)) int {
 }
 
 // workerRuns sums how often this process's io_uring worker threads (named
-// iou-wrk-PID) were scheduled: the third field of /proc/self/task/*/schedstat.
-// A read the driver cannot take without blocking (no NOWAIT support, or a
-// full queue) is punted to such a worker, so a sum that grew over a
-// measurement means reads were punted. Workers linger idle for a while
-// after their last request (io_uring/io-wq.c), so threads are not counted:
-// their runs are. -1 when /proc does not tell (no schedstat).
+// iou-wrk-PID) were scheduled: the third field of /proc/self/task/*/schedstat
+// (run_delay's neighbour, pcount: times run on a CPU; kernel/sched/stats.h,
+// proc_pid_schedstat in fs/proc/base.c). A read issued with REQ_NOWAIT that
+// the block layer cannot take without blocking (no free tag, the scheduler's
+// nr_requests used up, or a driver not nowait-capable) completes inside the
+// kernel with -EAGAIN, and io_uring re-issues it from an io-wq worker
+// (io_uring/rw.c io_read, io_uring/io_uring.c io_queue_async; the worker
+// runs io_wq_submit_work). Such a worker (created in io_uring/io-wq.c
+// create_io_thread, named "iou-wrk-%d") blocks in that read, so each
+// hand-off is at least one run, and a count that grew over a measurement
+// is the measure of its hand-offs: it is what the probe reports as io-wq
+// hand-offs. Workers linger idle for a while after their last request
+// (io-wq.c, WORKER_IDLE_TIMEOUT), so threads are not counted: their runs
+// are. The count covers the whole process: callers measure one thing at a
+// time. -1 when /proc does not tell (no schedstat).
 func workerRuns() int64 {
 	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
 		return -1 // a kernel without schedstats
