@@ -158,7 +158,7 @@ func withinNoise(d Decision, choose string, margin, noise float64, incumbent str
 		Winner: incumbent,
 		Reason: fmt.Sprintf("no difference above %.0f%%: %s (the rounds' spread is %.0f%%, the margin %.0f%%)",
 			limit*100, stays, noise*100, margin*100),
-		Provenance: fmt.Sprintf("probe: no difference above %.0f%% (spread %.0f%%), %s kept", limit*100, noise*100, incumbent),
+		Provenance:   fmt.Sprintf("probe: no difference above %.0f%% (spread %.0f%%), %s kept", limit*100, noise*100, incumbent),
 		NoDifference: true,
 	}
 }
