@@ -32,6 +32,7 @@ import (
 //	cli (probe, real binary)       7650-7689
 //	observe 7400-7449, cli (advise) 7450-7489
 //	diskemu (emulated disks)       7500-7519
+//	probe on emulated disks        7690-7719
 //	README walkthrough (loopctl)   7000-7099
 //	daemon tests                   20000-23999
 //	daemon against a real udevd    5900-5999
