@@ -63,11 +63,15 @@ func setSpreads(choose string, cands []Candidate) float64 {
 }
 
 // disturbance says why the rounds disagree too much for a decision, "" when
-// they agree: a candidate whose fastest round is over disturbRatio times its slowest, or a
-// level (each round's figures relative to their candidate's median,
-// averaged over the candidates) that moves the same way in every round by
-// more than disturbTrend in all.
-func disturbance(choose string, cands []Candidate) string {
+// they agree: a candidate whose fastest round is over disturbRatio times
+// its slowest, or a level (each round's figures relative to their
+// candidate's median, averaged over the candidates) that moves the same
+// way in every round by more than disturbTrend in all. It looks at the
+// rate (deep-queue IOPS) whatever the probe optimises for: a tail latency
+// such as depth-1 p99 swings by many times between rounds on a busy
+// machine with no change in what the disk can do.
+func disturbance(cands []Candidate) string {
+	const choose = ChooseIOPS
 	for i := range cands {
 		lo, hi := math.Inf(1), 0.0
 		for j := range cands[i].Rounds {

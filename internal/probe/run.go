@@ -499,7 +499,7 @@ func Run(ctx context.Context, t Disk, o Options, progress func(string)) (rep *Re
 	onDisk := rep.Incumbent == rep.Original
 	rep.Decision = withinNoise(DecideFor(o.Choose, o.Margin, rep.Incumbent, onDisk, rep.Candidates),
 		o.Choose, o.Margin, rep.Noise, rep.Incumbent, onDisk, rep.Candidates)
-	if why := disturbance(o.Choose, rep.Candidates); why != "" {
+	if why := disturbance(rep.Candidates); why != "" {
 		// Figures of a rate that moved are the rate's, not the
 		// schedulers': no decision is made from them.
 		if rep.Disturbed == "" {
