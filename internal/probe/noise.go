@@ -9,11 +9,13 @@ import (
 // How far a probe's rounds may disagree before its figures stop meaning
 // anything about the schedulers.
 const (
-	// disturbRatio: one candidate's fastest round more than this many
-	// times its slowest measured a rate that moved by more than a busy
-	// machine's noise or any scheduler swap explains: a burst allowance
-	// running out, another tenant on the same backend.
-	disturbRatio = 3.0
+	// disturbStep: the deep-queue measurements, in the order they ran,
+	// split into an earlier and a later part of at least two each, where
+	// every one of one part is more than this many times every one of
+	// the other: the rate stepped (a burst allowance running out,
+	// another tenant arriving or leaving) rather than wandered. One
+	// outlying measurement is a busy machine's noise and is not enough.
+	disturbStep = 2.0
 	// disturbTrend: with three rounds or more, a level that falls (or
 	// rises) in every round, by more than this part from the first round
 	// to the last, is a rate that changed during the probe (wide, as a
@@ -63,8 +65,8 @@ func setSpreads(choose string, cands []Candidate) float64 {
 }
 
 // disturbance says why the rounds disagree too much for a decision, "" when
-// they agree: a candidate whose fastest round is over disturbRatio times
-// its slowest, or a level (each round's figures relative to their
+// they agree: a step in the rate between measurements (disturbStep), or a
+// level (each round's figures relative to their
 // candidate's median, averaged over the candidates) that moves the same
 // way in every round by more than disturbTrend in all. It looks at the
 // rate (deep-queue IOPS) whatever the probe optimises for: a tail latency
@@ -72,16 +74,8 @@ func setSpreads(choose string, cands []Candidate) float64 {
 // machine with no change in what the disk can do.
 func disturbance(cands []Candidate) string {
 	const choose = ChooseIOPS
-	for i := range cands {
-		lo, hi := math.Inf(1), 0.0
-		for j := range cands[i].Rounds {
-			v := figureOf(choose, &cands[i].Rounds[j].Figures)
-			lo, hi = min(lo, v), max(hi, v)
-		}
-		if lo > 0 && hi > disturbRatio*lo {
-			return fmt.Sprintf("the rate changed during the probe: %s's rounds differ %.1fx (more than %gx)",
-				cands[i].Scheduler, hi/lo, disturbRatio)
-		}
+	if why := step(cands); why != "" {
+		return why
 	}
 	// level[r] is round r's mean of figure/median over the candidates.
 	sum, n := map[int]float64{}, map[int]int{}
@@ -165,4 +159,47 @@ func withinNoise(d Decision, choose string, margin, noise float64, incumbent str
 		Provenance:   fmt.Sprintf("probe: no difference above %.0f%% (spread %.0f%%), %s kept", limit*100, noise*100, incumbent),
 		NoDifference: true,
 	}
+}
+
+// step finds a step in the deep-queue IOPS over the measurements in the
+// order they ran (round, then position): see disturbStep.
+func step(cands []Candidate) string {
+	type m struct {
+		round, pos int
+		iops       float64
+		sched      string
+	}
+	var ms []m
+	for i := range cands {
+		for _, r := range cands[i].Rounds {
+			ms = append(ms, m{r.Round, r.Position, r.IOPS, cands[i].Scheduler})
+		}
+	}
+	slices.SortFunc(ms, func(a, b m) int {
+		if a.round != b.round {
+			return a.round - b.round
+		}
+		return a.pos - b.pos
+	})
+	for k := 2; k <= len(ms)-2; k++ {
+		bLo, bHi, aLo, aHi := math.Inf(1), 0.0, math.Inf(1), 0.0
+		for _, x := range ms[:k] {
+			bLo, bHi = min(bLo, x.iops), max(bHi, x.iops)
+		}
+		for _, x := range ms[k:] {
+			aLo, aHi = min(aLo, x.iops), max(aHi, x.iops)
+		}
+		what, ratio := "", 0.0
+		switch {
+		case aHi > 0 && bLo > disturbStep*aHi:
+			what, ratio = "fell", bLo/aHi
+		case bHi > 0 && aLo > disturbStep*bHi:
+			what, ratio = "rose", aLo/bHi
+		default:
+			continue
+		}
+		return fmt.Sprintf("the rate changed during the probe: it %s %.1fx from round %d (%s) on, every measurement before and after (more than %gx)",
+			what, ratio, ms[k].round, ms[k].sched, disturbStep)
+	}
+	return ""
 }
