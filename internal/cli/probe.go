@@ -269,6 +269,13 @@ func renderProbe(w io.Writer, r *probe.Report) {
 		}
 	}
 	tw.Flush()
+	if len(r.Candidates) > 0 && r.Rounds > 1 {
+		sp := make([]string, len(r.Candidates))
+		for i, c := range r.Candidates {
+			sp[i] = fmt.Sprintf("%s %.0f%%", c.Scheduler, c.Spread*100)
+		}
+		fmt.Fprintf(w, "  spread of the rounds ((max-min)/median of the figure compared): %s; a difference below it or the margin is none\n", strings.Join(sp, ", "))
+	}
 	renderCurves(w, r)
 	if r.From != "" {
 		return

@@ -35,6 +35,7 @@ import (
 //	cli (advise against iostat)    7520-7539
 //	daemon adaptive, emulated disks 7540-7579
 //	probe (io-wq hand-offs)        7720-7759
+//	probe on emulated disks        7690-7719
 //	README walkthrough (loopctl)   7000-7099
 //	daemon tests                   20000-23999
 //	daemon against a real udevd    5900-5999

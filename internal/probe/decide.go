@@ -32,6 +32,10 @@ type Decision struct {
 	// Provenance is the short form for logs and explain:
 	// "probe: none 143K IOPS vs mq-deadline 111K (+29%), depth-1 p99 +2%".
 	Provenance string `json:"provenance"`
+	// NoDifference: the candidates were within noise of each other
+	// (the margin, or the rounds' spread if larger), so the incumbent
+	// stays.
+	NoDifference bool `json:"no_difference,omitempty"`
 }
 
 // Decide picks the winner among cands. The incumbent stays unless a

@@ -41,6 +41,9 @@ type Candidate struct {
 	Scheduler string `json:"scheduler"`
 	Figures
 	Rounds []RoundFigures `json:"rounds"`
+	// Spread is how far the rounds disagree on the figure the probe
+	// compares: (max - min) / median over the rounds.
+	Spread float64 `json:"spread"`
 	// Curve is the figures at each of the probe's depths, in increasing
 	// depth; empty for a result measured before curves existed (Points
 	// fills in).

@@ -68,6 +68,9 @@ type Report struct {
 	// reads alone never make. Its figures are others' load's as much as
 	// the schedulers': the result is remembered marked, and not reused.
 	Disturbed string `json:"disturbed,omitempty"`
+	// Noise is the largest Candidate.Spread: differences below it (or
+	// below the margin) are reported as no difference.
+	Noise float64 `json:"noise"`
 	// Applied is the scheduler left on the disk with Options.Apply.
 	Applied string `json:"applied,omitempty"`
 
@@ -495,7 +498,20 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 	for i := range rep.Candidates {
 		rep.Candidates[i].medians()
 	}
-	rep.Decision = DecideFor(o.Choose, o.Margin, rep.Incumbent, rep.Incumbent == rep.Original, rep.Candidates)
+	rep.Noise = setSpreads(o.Choose, rep.Candidates)
+	onDisk := rep.Incumbent == rep.Original
+	rep.Decision = withinNoise(DecideFor(o.Choose, o.Margin, rep.Incumbent, onDisk, rep.Candidates),
+		o.Choose, o.Margin, rep.Noise, rep.Incumbent, onDisk, rep.Candidates)
+	if why := disturbance(rep.Candidates); why != "" {
+		// Figures of a rate that moved are the rate's, not the
+		// schedulers': no decision is made from them.
+		if rep.Disturbed == "" {
+			rep.Disturbed = why
+		}
+		rep.Decision = Decision{Winner: rep.Incumbent, Reason: "no decision: " + why + "; the current scheduler stays",
+			Provenance: "probe: disturbed, " + rep.Incumbent + " kept"}
+		return rep, nil // nothing applied: the original is restored
+	}
 	if o.Apply {
 		apply = rep.Winner
 	}
