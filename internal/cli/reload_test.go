@@ -138,7 +138,6 @@ func TestReloadWaitsForTheReplan(t *testing.T) {
 }
 
 func TestReloadReportsARefusedPolicy(t *testing.T) {
-	t.Parallel()
 	dir := fakeReloadingDaemon(t, func(int) (statefile.Reload, <-chan struct{}) {
 		return statefile.Reload{OK: false, Done: true, Errors: []string{`/etc/iosched/policy.toml:3:1: rule 1 "x": set.nomerges: 3 is out of range 0..2`}}, nil
 	})
@@ -162,7 +161,6 @@ func TestReloadExit3WhenNoDaemonRuns(t *testing.T) {
 // reloads carried requests, both waited for "a reload after the one I saw"
 // and the first was told its policy was refused.
 func TestOverlappingReloadsGetTheirOwnAnswers(t *testing.T) {
-	t.Parallel()
 	firstReplanned := make(chan struct{})
 	dir := fakeReloadingDaemon(t, func(seq int) (statefile.Reload, <-chan struct{}) {
 		if seq == 5 {
