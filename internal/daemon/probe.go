@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -546,6 +547,13 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 		// the decision holds until the next start.
 		d.log.Error("the probe decided, then failed", "device", r.name, "error", err)
 		err = nil
+	}
+	if err == nil && rep != nil && rep.Undecided {
+		// A rate that moved during the probe decides nothing: the
+		// interim settings stay (the scheduler the probe left may not be
+		// the disk's own when that is no candidate), and the disk is
+		// probed again after the backoff.
+		err = fmt.Errorf("no decision: %s", rep.Reason)
 	}
 	switch {
 	case (ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted)) && errors.Is(err, probe.ErrRestorePending):

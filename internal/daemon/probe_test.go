@@ -500,3 +500,42 @@ func TestProbeBackoff(t *testing.T) {
 		t.Errorf("backoff after 1000 failures: %s", got)
 	}
 }
+
+// TestProbeUndecidedIsNoDecision: a probe whose figures decide nothing (a
+// rate that moved while it ran) names as its Winner only the scheduler it
+// left in place, which need not be the disk's own: the daemon applies
+// none of it, keeps the interim settings and notes a failure, retried
+// after the backoff. (Before, it applied the Winner as a decision.)
+func TestProbeUndecidedIsNoDecision(t *testing.T) {
+	t.Parallel()
+	fs := fakeTree(t, "loop20000")
+	r, _ := fakeDaemonWith(t, fakeProbePolicy(""), func(c *Config) { c.FS = fs }, "loop20000")
+	waitFor(t, 5*time.Second, "the fake disk's probe to end (refused)", func() bool {
+		ds := r.state(t).Disks["loop20000"]
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "refused"
+	})
+	r.d.probes.mu.Lock()
+	dp := r.d.probes.disks["loop20000"]
+	r.d.probes.mu.Unlock()
+	dev, err := fs.Device("loop20000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, rule := r.d.policy.Load().ProbeFor(dev)
+	if dp == nil || pr == nil {
+		t.Fatal("no probe state for the disk, or no [rule.probe] for it")
+	}
+	run := &probeRun{d: r.d, ctx: context.Background(), dp: dp, name: "loop20000", rule: rule, probe: pr, facts: dev}
+	rep := &probe.Report{Decision: probe.Decision{Winner: "mq-deadline", Reason: "no decision: the rate fell 3x in round 2; the current scheduler stays",
+		Provenance: "probe: disturbed, mq-deadline kept", Undecided: true}}
+	passes := r.passes.Load()
+	run.record(rep, time.Second, nil)
+	waitFor(t, 5*time.Second, "the undecided probe in the state file", func() bool {
+		ds := r.state(t).Disks["loop20000"]
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "failed" && strings.Contains(ds.Probe.Error, "no decision")
+	})
+	r.waitPasses(t, passes+1) // the pass the outcome asks for
+	if got := r.attr(t, "loop20000", "scheduler"); got != "kyber" {
+		t.Errorf("scheduler after an undecided probe = %s, want the interim kyber", got)
+	}
+}

@@ -36,6 +36,10 @@ type Decision struct {
 	// (the margin, or the rounds' spread if larger), so the incumbent
 	// stays.
 	NoDifference bool `json:"no_difference,omitempty"`
+	// Undecided: the figures decide nothing (a rate that moved during
+	// the probe); Winner is only the scheduler the probe left in place,
+	// which a caller must not apply.
+	Undecided bool `json:"undecided,omitempty"`
 }
 
 // Decide picks the winner among cands. The incumbent stays unless a

@@ -509,7 +509,7 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 			rep.Disturbed = why
 		}
 		rep.Decision = Decision{Winner: rep.Incumbent, Reason: "no decision: " + why + "; the current scheduler stays",
-			Provenance: "probe: disturbed, " + rep.Incumbent + " kept"}
+			Provenance: "probe: disturbed, " + rep.Incumbent + " kept", Undecided: true}
 		return rep, nil // nothing applied: the original is restored
 	}
 	if o.Apply {
