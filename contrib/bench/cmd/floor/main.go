@@ -5,7 +5,8 @@
 // state, no log of each write). run.sh measures it in the same rounds as the
 // daemon, so the daemon's figures can be read as a ratio to this floor.
 //
-// It binds the netlink socket before it reports READY=1 on $NOTIFY_SOCKET
+// Writes of different disks run concurrently, as the kernel lets them
+// overlap. It binds the netlink socket before it reports READY=1 on $NOTIFY_SOCKET
 // (when set), so that no uevent of a loop created after that is missed.
 package main
 
@@ -47,7 +48,7 @@ func run(first, count int, sched, sysfs string) error {
 		return fmt.Errorf("netlink socket: %w", err)
 	}
 	// A burst of loops created while floor is stopped queues its uevents
-	// here: the buffer must hold them all, as the daemon's does.
+	// here: the buffer must hold them all, or some are lost (ENOBUFS).
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20)
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1}); err != nil {
 		return fmt.Errorf("netlink bind: %w", err)
@@ -75,12 +76,19 @@ func run(first, count int, sched, sysfs string) error {
 		if !ok {
 			continue
 		}
-		p := filepath.Join(sysfs, "block", name, "queue", "scheduler")
-		if err := os.WriteFile(p, []byte(sched), 0); err != nil {
-			// A loop removed again before its write is not an error of
-			// floor's; it goes on with the next.
-			fmt.Fprintln(os.Stderr, "floor:", err)
-		}
+		// Each write of queue/scheduler freezes the queue and waits for
+		// RCU grace periods; those of different disks overlap, so one
+		// write at a time would make the floor the slowest reaction of
+		// all. Each disk gets its own writer, at most one per uevent.
+		go write(filepath.Join(sysfs, "block", name, "queue", "scheduler"), sched)
+	}
+}
+
+func write(path, value string) {
+	if err := os.WriteFile(path, []byte(value), 0); err != nil {
+		// A loop removed again before its write is not an error of
+		// floor's: it is reported and the others go on.
+		fmt.Fprintln(os.Stderr, "floor:", err)
 	}
 }
 
