@@ -60,17 +60,8 @@ if pgrep -x systemd-udevd >/dev/null; then
 	echo "profile.sh: a systemd-udevd runs: it would act on the loops too" >&2
 	exit 1
 fi
-log "building iosched (working tree${PATCH:+ + $PATCH}, with symbols) and loopbench"
-if [[ -n ${PATCH:-} ]]; then
-	# PATCH: a file of ablate/ (or any patch), applied to a copy of the tree.
-	[[ $PATCH == /* ]] || PATCH=$HERE/$PATCH
-	git -C "$REPO" worktree add -q --detach "$TMP/src" HEAD
-	git -C "$TMP/src" apply "$PATCH"
-	(cd "$TMP/src" && CGO_ENABLED=0 go build -trimpath -o "$IOSCHED" ./cmd/iosched)
-	git -C "$REPO" worktree remove --force "$TMP/src"
-else
-	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$IOSCHED" ./cmd/iosched)
-fi
+log "building iosched (working tree, with symbols) and loopbench"
+(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$IOSCHED" ./cmd/iosched)
 (cd "$HERE" && go build -o "$LB" ./cmd/loopbench)
 mkdir -p "$TMP/etc" "$OUT"
 cat >"$TMP/etc/policy.toml" <<POL

@@ -34,11 +34,11 @@
 # machine where a loop of the default range is stuck in the kernel),
 # METRICS=1 (the daemon writes a metrics file, [daemon] metrics_file),
 # REPS (rounds, default 3), ALSO (other daemon builds measured in the same
-# rounds, shown but not judged: "NAME=REV[+PATCH][,ARG...] ...", iosched
-# at commit REV, with the patch file PATCH applied, started with the extra
-# daemon arguments ARG, or with ARG in its environment when ARG is
-# VAR=VALUE; e.g. ALSO="p192=HEAD,--parallel=192 gmp2=HEAD,GOMAXPROCS=2
-# nolog=HEAD+ablate/nolog.patch"), LOCK (a file to hold a flock on while
+# rounds, shown but not judged: "NAME=REV[,ARG...] ...", iosched at commit
+# REV, started with the extra daemon arguments ARG, or with ARG in its
+# environment when ARG is VAR=VALUE; e.g. ALSO="p192=HEAD,--parallel=192
+# gmp2=HEAD,GOMAXPROCS=2"), SKIP_FLOOR=1 (do not measure cmd/floor, the
+# uevent-reaction floor, in the rounds), LOCK (a file to hold a flock on while
 # measuring, once the builds are done: on a machine where others' tests
 # create loop devices too, LOCK=/tmp/iosched-tests.lock).
 set -euo pipefail
@@ -171,8 +171,13 @@ start_daemon() {
 	"$LB" waitready -socket "$TMP/notify.sock" -timeout 120s >"$TMP/ready.txt" &
 	WAIT_PID=$!
 	for ((i = 0; i < 200; i++)); do [[ -S $TMP/notify.sock ]] && break; sleep 0.01; done
-	env NOTIFY_SOCKET="$TMP/notify.sock" "${env[@]}" "$TMP/$name" daemon --policy "$POLICY" \
-		--runtime-dir "$TMP/run" --state-dir "$TMP/state" "${args[@]}" 2>"$TMP/daemon.log" &
+	if [[ $name == floor ]]; then
+		# cmd/floor: the scheduler written on each loop's add uevent, nothing else.
+		NOTIFY_SOCKET="$TMP/notify.sock" "$TMP/floor" -first $A -count $((2 * N)) -sched "$SCHED" 2>"$TMP/daemon.log" &
+	else
+		env NOTIFY_SOCKET="$TMP/notify.sock" "${env[@]}" "$TMP/$name" daemon --policy "$POLICY" \
+			--runtime-dir "$TMP/run" --state-dir "$TMP/state" "${args[@]}" 2>"$TMP/daemon.log" &
+	fi
 	DAEMON_PID=$!
 	wait "$WAIT_PID"
 	WAIT_PID=
@@ -228,14 +233,11 @@ fi
 # nor silently changes what is measured; and built as packaging/build.sh builds
 # the binary a package ships (static, stripped), since its memory is measured.
 build_iosched() { CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1" ./cmd/iosched; }
-# build_at REV [PATCH] OUT: iosched at commit REV, with PATCH applied.
+# build_at REV OUT: iosched at commit REV.
 build_at() {
-	local rev=$1 patch=$2 out=$3 src
+	local rev=$1 out=$2 src
 	src=$(mktemp -d "$TMP/src.XXXXXX")
 	(cd "$REPO" && git archive "$rev") | tar -x -C "$src"
-	if [[ -n $patch ]]; then
-		(cd "$src" && patch -s -p1 <"$patch") || { log "$patch does not apply to ${rev:0:12}"; exit 1; }
-	fi
 	(cd "$src" && build_iosched "$out")
 	rm -rf "$src"
 }
@@ -249,7 +251,7 @@ else
 	[[ $rev == commit ]] && rev=HEAD
 	commit=$(cd "$REPO" && git rev-parse --verify "$rev^{commit}")
 	log "building iosched (commit ${commit:0:12}) and loopbench in $TMP"
-	build_at "$commit" "" "$IOSCHED"
+	build_at "$commit" "$IOSCHED"
 	metric build "commit"
 fi
 # ALSO: more daemon builds, measured in the same rounds.
@@ -257,22 +259,25 @@ declare -A ALSO_ARGS=()
 DAEMONS=(iosched)
 for spec in ${ALSO:-}; do
 	name=${spec%%=*} rest=${spec#*=}
-	if ! [[ $name =~ ^[a-z][a-z0-9_]*$ && $spec == *=* && $name != iosched && $name != raw* && $name != create ]]; then
-		echo "run.sh: ALSO entry '$spec': want NAME=REV[+PATCH][,ARG...], NAME of [a-z0-9_]" >&2
+	if ! [[ $name =~ ^[a-z][a-z0-9_]*$ && $spec == *=* && $name != iosched && $name != floor && $name != raw* && $name != create ]]; then
+		echo "run.sh: ALSO entry '$spec': want NAME=REV[,ARG...], NAME of [a-z0-9_]" >&2
 		exit 2
 	fi
 	args=
 	[[ $rest == *,* ]] && args=${rest#*,} && rest=${rest%%,*}
-	patch=
-	[[ $rest == *+* ]] && patch=${rest#*+} && rest=${rest%%+*}
-	[[ -z $patch || $patch == /* ]] || patch=$HERE/$patch
 	c=$(cd "$REPO" && git rev-parse --verify "${rest:-HEAD}^{commit}")
-	log "building $name: iosched at ${c:0:12}${patch:+ + $(basename "$patch")}${args:+, daemon $args}"
-	build_at "$c" "$patch" "$TMP/$name"
+	log "building $name: iosched at ${c:0:12}${args:+, daemon $args}"
+	build_at "$c" "$TMP/$name"
 	ALSO_ARGS[$name]=$args
 	DAEMONS+=("$name")
-	metric "also_$name" "${c:0:12}${patch:++$(basename "$patch")}${args:+,$args}"
+	metric "also_$name" "${c:0:12}${args:+,$args}"
 done
+# The floor (cmd/floor) is measured in the same rounds as a daemon build;
+# the report gives iosched's figures as ratios to it. SKIP_FLOOR=1: not.
+if [[ ${SKIP_FLOOR:-0} != 1 ]]; then
+	(cd "$HERE" && go build -o "$TMP/floor" ./cmd/floor)
+	DAEMONS+=(floor)
+fi
 metric daemons "$(IFS=,; echo "${DAEMONS[*]}")"
 metric reps "$REPS"
 # loopbench is a module of its own (go.mod here: gonum/plot stays out of
@@ -368,14 +373,15 @@ daemon_round() {
 	c0=$(cpu_ticks $DAEMON_PID)
 	bg "$LB" hotplug -first $A -count $N -sched $SCHED >"$TMP/${p}_hotplug.json"
 	metric "${p}_hotplug_cpu_s" "$(cpu_s $(($(cpu_ticks $DAEMON_PID) - c0)))"
-	"$LB" logspan -first $A -count $N -log "$TMP/daemon.log" -since "$("$LB" jget "$TMP/${p}_hotplug.json" start_unix_nano)" >"$TMP/${p}_hotplug_log.json"
+	# The floor logs no writes and keeps no state file.
+	[[ $name == floor ]] || "$LB" logspan -first $A -count $N -log "$TMP/daemon.log" -since "$("$LB" jget "$TMP/${p}_hotplug.json" start_unix_nano)" >"$TMP/${p}_hotplug_log.json"
 	remove_loops $A
-	wait_managed 0
+	[[ $name == floor ]] || wait_managed 0
 	log "round $r: $name daemon, $N loops at once (SIGSTOP, create, SIGCONT)"
 	c0=$(cpu_ticks $DAEMON_PID)
 	bg "$LB" hotplug -first $B -count $N -sched $SCHED -pause $DAEMON_PID >"$TMP/${p}_burst.json"
 	metric "${p}_burst_cpu_s" "$(cpu_s $(($(cpu_ticks $DAEMON_PID) - c0)))"
-	"$LB" logspan -first $B -count $N -log "$TMP/daemon.log" -since "$("$LB" jget "$TMP/${p}_burst.json" start_unix_nano)" >"$TMP/${p}_burst_log.json"
+	[[ $name == floor ]] || "$LB" logspan -first $B -count $N -log "$TMP/daemon.log" -since "$("$LB" jget "$TMP/${p}_burst.json" start_unix_nano)" >"$TMP/${p}_burst_log.json"
 	metric "${p}_hwm_kib" "$(status_kib $DAEMON_PID VmHWM)"
 	kill -0 $DAEMON_PID || { log "the $name daemon died"; exit 1; }
 	stop_pid $DAEMON_PID

@@ -244,6 +244,15 @@ func summarize(m metrics, info map[string]string) Summary {
 		ratio(d+": hotplug_converge/rawhotplug_converge", d+"_hotplug.converge_s", "rawhotplug.converge_s")
 		ratio(d+": burst_converge/raw_write", d+"_burst.converge_s", "raw.write_s")
 		ratio(d+": burst_cpu/raw_write_cpu", d+"_burst_cpu_s", "raw.write_cpu_s")
+		// floor (cmd/floor) writes on each add uevent and does nothing
+		// else: these ratios are what a build costs beyond any uevent-driven
+		// tool's reaction.
+		if d != "floor" && slices.Contains(s.Daemons, "floor") {
+			ratio(d+": hotplug_create/floor_hotplug_create", d+"_hotplug.create_s", "floor_hotplug.create_s")
+			ratio(d+": hotplug_converge/floor_hotplug_converge", d+"_hotplug.converge_s", "floor_hotplug.converge_s")
+			ratio(d+": burst_converge/floor_burst_converge", d+"_burst.converge_s", "floor_burst.converge_s")
+			ratio(d+": burst_cpu/floor_burst_cpu", d+"_burst_cpu_s", "floor_burst_cpu_s")
+		}
 	}
 
 	target := func(what string, v float64, ok bool, bound string, pass bool) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -82,6 +83,38 @@ func TestSummarizeMissing(t *testing.T) {
 	for _, tg := range s.Targets {
 		if tg.What == "hot-plugged: creation with the daemon / with the raw writer" {
 			t.Errorf("judged without figures: %+v", tg)
+		}
+	}
+}
+
+// With the floor among the builds, each other build's figures are also
+// given as ratios to the floor's of the same round; the floor gets none
+// to itself.
+func TestSummarizeFloor(t *testing.T) {
+	t.Parallel()
+	m := metrics{"reps": 2}
+	round := func(r int, k string, v float64) { m[roundKey(r, k)] = v }
+	for r, f := range []struct{ dConv, fConv, dCPU, fCPU float64 }{
+		{0.60, 0.40, 0.30, 0.20},
+		{0.50, 0.25, 0.40, 0.40},
+	} {
+		r++
+		round(r, "iosched_hotplug.converge_s", f.dConv)
+		round(r, "floor_hotplug.converge_s", f.fConv)
+		round(r, "iosched_burst_cpu_s", f.dCPU)
+		round(r, "floor_burst_cpu_s", f.fCPU)
+	}
+	s := summarize(m, map[string]string{"daemons": "iosched,floor"})
+	got := s.RoundRatios["iosched: hotplug_converge/floor_hotplug_converge"]
+	if len(got) != 2 || math.Abs(got[0]-1.5) > 1e-9 || math.Abs(got[1]-2) > 1e-9 {
+		t.Errorf("hot-plug converged, iosched / floor, each round: %v, want [1.5 2]", got)
+	}
+	if r := s.Ratios["iosched: burst_cpu/floor_burst_cpu"]; math.Abs(r-1.25) > 1e-9 {
+		t.Errorf("burst CPU, iosched / floor: %v, want the median 1.25", r)
+	}
+	for k := range s.Ratios {
+		if strings.HasPrefix(k, "floor: ") && strings.Contains(k, "/floor_") {
+			t.Errorf("floor given a ratio to itself: %s", k)
 		}
 	}
 }
