@@ -47,6 +47,8 @@ var layers = []string{
 	// The records: the state file, metrics.
 	"internal/statefile",
 	"internal/metrics",
+	// The fleet's view of the records, read back from Prometheus.
+	"internal/fleet",
 	// The programs.
 	"internal/daemon",
 	"internal/cli",
