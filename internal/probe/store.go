@@ -48,6 +48,40 @@ func (k Key) String() string {
 	return fmt.Sprintf("%s/%s/%s/hwq%d/qd%d/%dB/%s", k.Class, orUnknown(k.Driver), model, k.HWQueues, k.QueueDepth, k.SizeBytes, k.Kernel)
 }
 
+// ParseKey is the key String showed: the inverse of String, for a key
+// read back from a label (iosched_disk_info's key). The model is what
+// lies between the driver and the hardware queues, slashes and all; "-"
+// is no model and "unknown" no driver, as String writes them.
+func ParseKey(s string) (Key, error) {
+	f := strings.Split(s, "/")
+	if len(f) < 7 {
+		return Key{}, fmt.Errorf("key %q: want class/driver/model/hwqN/qdN/SIZEB/kernel", s)
+	}
+	n := len(f)
+	k := Key{Class: f[0], Driver: f[1], Model: strings.Join(f[2:n-4], "/"), Kernel: f[n-1]}
+	if k.Driver == "unknown" {
+		k.Driver = ""
+	}
+	if k.Model == "-" {
+		k.Model = ""
+	}
+	var err error
+	hwq, ok1 := strings.CutPrefix(f[n-4], "hwq")
+	qd, ok2 := strings.CutPrefix(f[n-3], "qd")
+	size, ok3 := strings.CutSuffix(f[n-2], "B")
+	if ok1 && ok2 && ok3 {
+		if k.HWQueues, err = strconv.Atoi(hwq); err == nil {
+			if k.QueueDepth, err = strconv.Atoi(qd); err == nil {
+				k.SizeBytes, err = strconv.ParseUint(size, 10, 64)
+			}
+		}
+	}
+	if !ok1 || !ok2 || !ok3 || err != nil {
+		return Key{}, fmt.Errorf("key %q: want class/driver/model/hwqN/qdN/SIZEB/kernel", s)
+	}
+	return k, nil
+}
+
 // KeyOf is d's key. d must have been read with sysfs.FactAll (or at least
 // identity, size and hardware queues).
 func KeyOf(fs sysfs.FS, d *sysfs.Device) Key {
@@ -661,6 +695,15 @@ func (s *Store) Export(path string) (int, error) {
 		recs = []Record{}
 	}
 	return len(recs), writeStore(path, recs)
+}
+
+// WriteResults writes recs to path in the shape [daemon] probe_results
+// reads (a seeded file), as Export does.
+func WriteResults(path string, recs []Record) error {
+	if recs == nil {
+		recs = []Record{}
+	}
+	return writeStore(path, recs)
 }
 
 func writeStore(path string, recs []Record) error {

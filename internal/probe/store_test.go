@@ -311,3 +311,24 @@ func TestSeeded(t *testing.T) {
 		t.Errorf("a bad glob: %v", err)
 	}
 }
+
+// A key read back from its String (a metrics label) is the key, a model
+// with slashes, no model and no driver included; a string of another
+// shape is refused.
+func TestParseKeyRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, k := range []Key{
+		{Class: "virtio", Driver: "virtio_blk", Model: "", HWQueues: 4, QueueDepth: 256, SizeBytes: 10 << 30, Kernel: "6.18.0-1-amd64"},
+		{Class: "scsi", Driver: "", Model: "QEMU HARDDISK/2.5+", HWQueues: -1, QueueDepth: 0, SizeBytes: 0, Kernel: "6.1.0"},
+	} {
+		got, err := ParseKey(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseKey(%q) = %+v, %v; want %+v", k.String(), got, err, k)
+		}
+	}
+	for _, s := range []string{"", "virtio/virtio_blk/-/hwq4/qd256/10B", "virtio/virtio_blk/-/4/qd256/10B/6.18", "virtio/virtio_blk/-/hwq4/qd256/tenB/6.18"} {
+		if _, err := ParseKey(s); err == nil {
+			t.Errorf("ParseKey(%q): no error", s)
+		}
+	}
+}

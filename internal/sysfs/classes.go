@@ -55,6 +55,10 @@ type ClassSpec struct {
 	// allocates its disks with blk_alloc_disk and submits bios itself
 	// (drivers/block/brd.c, zram, md, pmem).
 	BioBased bool
+	// NoSchedByDefault: the driver asks the kernel for no scheduler when
+	// the disk registers (BLK_MQ_F_NO_SCHED_BY_DEFAULT, which loop.c
+	// sets), whatever its hardware queues.
+	NoSchedByDefault bool
 	// Tuned says whether tuned's disk plug-in takes the class's disks.
 	Tuned TunedDisk
 	// Doc is what the policy manual says after the class's name, if
@@ -90,7 +94,7 @@ var classSpecs = []ClassSpec{
 		Doc: "also SATA, SAS, USB and virtual SCSI disks"},
 	{Class: ClassMMC, Drivers: []string{"mmcblk"}, Names: regexp.MustCompile(`^mmcblk\d+(boot\d+)?$`), Tuned: TunedRefuses},
 	{Class: ClassLoop, Module: "loop", Marker: "loop", // present while a backing file is bound
-		Names: regexp.MustCompile(`^loop\d+$`)},
+		Names: regexp.MustCompile(`^loop\d+$`), NoSchedByDefault: true},
 	{Class: ClassRAM, Module: "brd", Names: regexp.MustCompile(`^ram\d+$`), BioBased: true, Doc: "brd"},
 	{Class: ClassZRAM, Module: "zram", Marker: "comp_algorithm", Names: regexp.MustCompile(`^zram\d+$`), BioBased: true},
 	{Class: ClassUBLK, Module: "ublk_drv", Names: regexp.MustCompile(`^ublkb\d+$`)},
@@ -112,6 +116,24 @@ var Classes = func() []Class {
 	}
 	return out
 }()
+
+// KernelScheduler is the scheduler the kernel gives a disk of class c
+// with hwQueues hardware queues when it registers, before anyone writes
+// queue/scheduler: elevator_set_default() in block/elevator.c (6.16+)
+// picks mq-deadline only for one hardware queue and a driver that did
+// not ask for none (NoSchedByDefault); otherwise none. "" for a
+// bio-based class, which has no scheduler. hwQueues below 1 (not known)
+// is taken as one queue.
+func KernelScheduler(c Class, hwQueues int) string {
+	spec, _ := c.spec()
+	switch {
+	case spec.BioBased:
+		return ""
+	case spec.NoSchedByDefault || hwQueues > 1:
+		return "none"
+	}
+	return "mq-deadline"
+}
 
 // ClassSpecs returns the table of classes, in the order documentation
 // shows them.

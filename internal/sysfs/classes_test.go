@@ -80,3 +80,24 @@ func TestClassTable(t *testing.T) {
 		}
 	}
 }
+
+func TestKernelScheduler(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		class Class
+		hwq   int
+		want  string
+	}{
+		{ClassVirtio, 1, "mq-deadline"},
+		{ClassVirtio, 4, "none"},
+		{ClassSCSI, 0, "mq-deadline"}, // queues not known: one
+		{ClassNVMe, 8, "none"},
+		{ClassLoop, 1, "none"}, // loop asks for none
+		{ClassZRAM, 0, ""},     // bio-based: no scheduler
+		{ClassRAM, 1, ""},
+	} {
+		if got := KernelScheduler(c.class, c.hwq); got != c.want {
+			t.Errorf("KernelScheduler(%s, %d) = %q, want %q", c.class, c.hwq, got, c.want)
+		}
+	}
+}
