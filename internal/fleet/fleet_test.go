@@ -35,7 +35,7 @@ func smallFleet() []synthMachine {
 	return []synthMachine{
 		{"m1:9100", []synthDisk{
 			{name: "vda", key: keyA, source: "probed",
-				busy:   map[int]float64{0: 0.5, 2: 1.0 / 6},                              // 1800 s at depth 1, 600 s at (2,4] over the hour
+				busy:   map[int]float64{0: 0.5, 2: 1.0 / 6}, // 1800 s at depth 1, 600 s at (2,4] over the hour
 				curves: curve([4]float64{100, 400, 1000, 1200}, [4]float64{110, 380, 900, 1000})},
 			{name: "vdc", key: keyA, source: "seeded",
 				curves: curve([4]float64{1e6, 1e6, 1e6, 1e6}, [4]float64{1, 1, 1, 1})},
