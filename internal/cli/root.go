@@ -114,6 +114,7 @@ daemon that follows hot-plug uevents.`,
 		newReloadCmd(e),
 		newProbeCmd(e),
 		newAdviseCmd(e),
+		newFleetCmd(e),
 	)
 	return root
 }

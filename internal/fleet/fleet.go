@@ -35,6 +35,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -66,30 +67,31 @@ type Options struct {
 
 // Report is the fleet's view, one entry per hardware key, in key order.
 type Report struct {
-	Keys []Key
+	Keys []Key `json:"keys"`
 }
 
 // Key is one hardware key's view.
 type Key struct {
-	Key string
+	Key string `json:"key"`
 	// Machines and Disks are the Prometheus instances and their observed
 	// disks of the key over the window.
-	Machines, Disks int
+	Machines int `json:"machines"`
+	Disks    int `json:"disks"`
 	// BusyHours is the disks' busy time over the window, added up.
-	BusyHours float64
+	BusyHours float64 `json:"busy_hours"`
 	// Depths are the shares of busy time by depth bucket, in bucket
 	// order; empty when no busy time was observed.
-	Depths []DepthShare
+	Depths []DepthShare `json:"depths"`
 	// Curves are the candidates' curves, by scheduler name.
-	Curves []Curve
+	Curves []Curve `json:"curves"`
 	// Kernel is the scheduler the kernel gives such a disk
 	// (sysfs.KernelScheduler); "" for a bio-based one.
-	Kernel string
+	Kernel string `json:"kernel"`
 	// Verdicts are each other candidate's change against Kernel.
-	Verdicts []Verdict
+	Verdicts []Verdict `json:"verdicts"`
 	// Note says plainly why a verdict is missing (no probe data, too few
 	// machines, no busy time, the kernel's scheduler not measured).
-	Note string
+	Note string `json:"note,omitempty"`
 }
 
 // DepthShare is the share of a key's busy time in one depth bucket.
@@ -98,31 +100,44 @@ type DepthShare struct {
 	Share float64 // of busy time in this bucket (not cumulative)
 }
 
+// MarshalJSON writes le as Prometheus does, a string ("+Inf" for the
+// last bucket): JSON has no infinity.
+func (d DepthShare) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Le    string  `json:"le"`
+		Share float64 `json:"share"`
+	}{strconv.FormatFloat(d.Le, 'g', -1, 64), d.Share})
+}
+
 // Curve is a candidate's curve across the machines that probed it.
 type Curve struct {
-	Scheduler string
-	Points    []CurvePoint
+	Scheduler string       `json:"scheduler"`
+	Points    []CurvePoint `json:"points"`
 }
 
 // CurvePoint is a candidate's IOPS at one depth over the machines: the
 // median, least and greatest of the machines' own figures.
 type CurvePoint struct {
-	Depth            int
-	Median, Min, Max float64
-	Machines         int
+	Depth    int     `json:"depth"`
+	Median   float64 `json:"median"`
+	Min      float64 `json:"min"`
+	Max      float64 `json:"max"`
+	Machines int     `json:"machines"`
 }
 
 // Verdict is a candidate's weighted IOPS change against the kernel's
 // choice.
 type Verdict struct {
-	Scheduler string
+	Scheduler string `json:"scheduler"`
 	// Change is on the median curves, Low and High the range over the
 	// machines, as fractions (0.07 for +7%).
-	Change, Low, High float64
+	Change float64 `json:"change"`
+	Low    float64 `json:"low"`
+	High   float64 `json:"high"`
 	// Machines measured both the candidate and the kernel's scheduler.
-	Machines int
+	Machines int `json:"machines"`
 	// ByDepth is the change in each bucket of Depths, in its order.
-	ByDepth []float64
+	ByDepth []float64 `json:"by_depth"`
 }
 
 // Query reads the fleet's view from Prometheus: three instant queries at

@@ -31,29 +31,29 @@ func curve(none, mq [4]float64) map[string]map[int]float64 {
 // smallFleet: key A on three machines (one with two disks, one with a
 // seeded copy that must not count), key B with busy time but no curves,
 // key C on one machine.
-func smallFleet() []synthMachine {
-	return []synthMachine{
-		{"m1:9100", []synthDisk{
-			{name: "vda", key: keyA, source: "probed",
-				busy:   map[int]float64{0: 0.5, 2: 1.0 / 6}, // 1800 s at depth 1, 600 s at (2,4] over the hour
-				curves: curve([4]float64{100, 400, 1000, 1200}, [4]float64{110, 380, 900, 1000})},
-			{name: "vdc", key: keyA, source: "seeded",
-				curves: curve([4]float64{1e6, 1e6, 1e6, 1e6}, [4]float64{1, 1, 1, 1})},
-			{name: "sda", key: keyC, source: "probed", busy: map[int]float64{0: 0.1},
-				curves: curve([4]float64{100, 100, 100, 100}, [4]float64{120, 120, 120, 120})},
+func smallFleet() []promtest.Machine {
+	return []promtest.Machine{
+		{Instance: "m1:9100", Disks: []promtest.Disk{
+			{Name: "vda", Key: keyA, Source: "probed",
+				Busy:   map[int]float64{0: 0.5, 2: 1.0 / 6}, // 1800 s at depth 1, 600 s at (2,4] over the hour
+				Curves: curve([4]float64{100, 400, 1000, 1200}, [4]float64{110, 380, 900, 1000})},
+			{Name: "vdc", Key: keyA, Source: "seeded",
+				Curves: curve([4]float64{1e6, 1e6, 1e6, 1e6}, [4]float64{1, 1, 1, 1})},
+			{Name: "sda", Key: keyC, Source: "probed", Busy: map[int]float64{0: 0.1},
+				Curves: curve([4]float64{100, 100, 100, 100}, [4]float64{120, 120, 120, 120})},
 		}},
-		{"m2:9100", []synthDisk{
-			{name: "vda", key: keyA, source: "remembered",
-				busy:   map[int]float64{0: 1.0 / 6, 5: 1.0 / 3}, // 600 s at 1, 1200 s at (16,32]
-				curves: curve([4]float64{90, 420, 1100, 1300}, [4]float64{100, 400, 1000, 1100})},
-			{name: "nvme0n1", key: keyB, busy: map[int]float64{3: 0.25}},
+		{Instance: "m2:9100", Disks: []promtest.Disk{
+			{Name: "vda", Key: keyA, Source: "remembered",
+				Busy:   map[int]float64{0: 1.0 / 6, 5: 1.0 / 3}, // 600 s at 1, 1200 s at (16,32]
+				Curves: curve([4]float64{90, 420, 1100, 1300}, [4]float64{100, 400, 1000, 1100})},
+			{Name: "nvme0n1", Key: keyB, Busy: map[int]float64{3: 0.25}},
 		}},
-		{"m3:9100", []synthDisk{
-			{name: "vda", key: keyA, source: "probed", busy: map[int]float64{2: 1.0 / 6},
-				curves: curve([4]float64{80, 300, 900, 1000}, [4]float64{100, 300, 1000, 1200})},
-			{name: "vdb", key: keyA, source: "probed", busy: map[int]float64{2: 1.0 / 6},
-				curves: curve([4]float64{100, 340, 1100, 1400}, [4]float64{100, 320, 1000, 1200})},
-			{name: "nvme0n1", key: keyB, busy: map[int]float64{3: 0.25}},
+		{Instance: "m3:9100", Disks: []promtest.Disk{
+			{Name: "vda", Key: keyA, Source: "probed", Busy: map[int]float64{2: 1.0 / 6},
+				Curves: curve([4]float64{80, 300, 900, 1000}, [4]float64{100, 300, 1000, 1200})},
+			{Name: "vdb", Key: keyA, Source: "probed", Busy: map[int]float64{2: 1.0 / 6},
+				Curves: curve([4]float64{100, 340, 1100, 1400}, [4]float64{100, 320, 1000, 1200})},
+			{Name: "nvme0n1", Key: keyB, Busy: map[int]float64{3: 0.25}},
 		}},
 	}
 }
@@ -74,7 +74,7 @@ func keyOf(t *testing.T, rep *Report, key string) Key {
 // The small fleet's table, computed here by hand from the series loaded.
 func TestQuerySmallFleet(t *testing.T) {
 	t.Parallel()
-	srv := promtest.StartServer(t, promtest.ServerOptions{OpenMetrics: openMetrics(smallFleet(), end, 2*time.Hour, time.Minute)})
+	srv := promtest.StartServer(t, promtest.ServerOptions{OpenMetrics: promtest.OpenMetrics(smallFleet(), end, 2*time.Hour, time.Minute)})
 	rep, err := Query(context.Background(), srv.API, Options{Range: time.Hour, At: end, MinMachines: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestQuerySmallFleet(t *testing.T) {
 		t.Fatalf("key A: %d depth buckets, want 10: %+v", len(a.Depths), a.Depths)
 	}
 	for i, d := range a.Depths {
-		if i < len(bounds) && d.Le != bounds[i] || i == len(bounds) && !math.IsInf(d.Le, 1) {
+		if i < len(promtest.BusyBounds) && d.Le != promtest.BusyBounds[i] || i == len(promtest.BusyBounds) && !math.IsInf(d.Le, 1) {
 			t.Errorf("key A: bucket %d has le %g", i, d.Le)
 		}
 		if !near(d.Share, wantShare[d.Le]) {
@@ -181,7 +181,7 @@ func TestQuerySmallFleet(t *testing.T) {
 // refused before any query.
 func TestQueryMatch(t *testing.T) {
 	t.Parallel()
-	srv := promtest.StartServer(t, promtest.ServerOptions{OpenMetrics: openMetrics(smallFleet(), end, 2*time.Hour, time.Minute)})
+	srv := promtest.StartServer(t, promtest.ServerOptions{OpenMetrics: promtest.OpenMetrics(smallFleet(), end, 2*time.Hour, time.Minute)})
 	rep, err := Query(context.Background(), srv.API, Options{Match: `{class="nvme"}`, Range: time.Hour, At: end, MinMachines: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -57,16 +57,16 @@ func TestExportSeedsLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := probe.KeyOf(fs, dev).String()
-	disk := func(none, mq [4]float64) synthDisk {
-		return synthDisk{name: "loop0", key: key, source: "probed", busy: map[int]float64{0: 0.5}, curves: curve(none, mq)}
+	disk := func(none, mq [4]float64) promtest.Disk {
+		return promtest.Disk{Name: "loop0", Key: key, Source: "probed", Busy: map[int]float64{0: 0.5}, Curves: curve(none, mq)}
 	}
-	fleet := []synthMachine{
-		{"a:9100", []synthDisk{disk([4]float64{100, 300, 800, 900}, [4]float64{90, 280, 700, 800})}},
-		{"b:9100", []synthDisk{disk([4]float64{120, 320, 820, 950}, [4]float64{95, 290, 710, 820})}},
-		{"c:9100", []synthDisk{disk([4]float64{110, 310, 900, 1000}, [4]float64{80, 300, 720, 790})}},
+	fleet := []promtest.Machine{
+		{Instance: "a:9100", Disks: []promtest.Disk{disk([4]float64{100, 300, 800, 900}, [4]float64{90, 280, 700, 800})}},
+		{Instance: "b:9100", Disks: []promtest.Disk{disk([4]float64{120, 320, 820, 950}, [4]float64{95, 290, 710, 820})}},
+		{Instance: "c:9100", Disks: []promtest.Disk{disk([4]float64{110, 310, 900, 1000}, [4]float64{80, 300, 720, 790})}},
 	}
 	at := time.Now().Truncate(time.Minute).Add(-time.Hour)
-	srv := promtest.StartServer(t, promtest.ServerOptions{OpenMetrics: openMetrics(fleet, at, 2*time.Hour, time.Minute)})
+	srv := promtest.StartServer(t, promtest.ServerOptions{OpenMetrics: promtest.OpenMetrics(fleet, at, 2*time.Hour, time.Minute)})
 	rep, err := Query(context.Background(), srv.API, Options{Range: time.Hour, At: at, MinMachines: 1})
 	if err != nil {
 		t.Fatal(err)
