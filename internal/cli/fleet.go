@@ -127,7 +127,7 @@ no disk matched (nothing to show); 2 for a bad flag.`,
 				if err != nil {
 					return &ExitError{Code: 1, Msg: "fleet: " + printableLines(err.Error())}
 				}
-				fmt.Fprintf(e.stderr, "iosched: fleet: %d key%s' curves written to %s\n", n, plural(n), exportSeeds)
+				fmt.Fprintf(e.stderr, "iosched: fleet: the curves of %d key%s written to %s\n", n, plural(n), exportSeeds)
 			}
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
