@@ -29,18 +29,22 @@
 // and the kernel's scheduler, each on its own curves, weighted by the
 // same fleet-wide busy time.
 //
-// Curves of source "seeded" are left out: a seeded curve is a copy of
-// another's (perhaps the fleet's own, exported), not a measurement.
+// The curves are those exported at the window's end (each disk's
+// decision as it stands); curves of source "seeded" are left out: a
+// seeded curve is a copy of another's (perhaps the fleet's own,
+// exported), not a measurement.
 package fleet
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -141,7 +145,7 @@ type Verdict struct {
 }
 
 // Query reads the fleet's view from Prometheus: three instant queries at
-// o.At. An error when a query fails; a Report with no keys when no disk
+// o.At, run at once. An error when a query fails; a Report with no keys when no disk
 // matched.
 func Query(ctx context.Context, api v1.API, o Options) (*Report, error) {
 	if err := checkOptions(o); err != nil {
@@ -152,30 +156,37 @@ func Query(ctx context.Context, api v1.API, o Options) (*Report, error) {
 		at = time.Now()
 	}
 	q := queriesFor(o)
-	get := func(what, query string) (model.Vector, error) {
-		v, _, _, err := api.Query(ctx, query, at)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w (query: %s)", what, err, query)
-		}
-		vec, ok := v.(model.Vector)
-		if !ok {
-			return nil, fmt.Errorf("%s: Prometheus answered a %s, not a vector (query: %s)", what, v.Type(), query)
-		}
-		return vec, nil
+	// The queries run at once: each is one evaluation on the server, and
+	// the curves' join is the longest.
+	var (
+		wg   sync.WaitGroup
+		vecs [3]model.Vector
+		errs [3]error
+	)
+	for i, qq := range []struct{ what, query string }{
+		{"disks by key and machine", q.disks},
+		{"busy time by key and depth", q.busy},
+		{"probe curves by key and machine", q.curves},
+	} {
+		wg.Go(func() {
+			v, _, _, err := api.Query(ctx, qq.query, at)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %w (query: %s)", qq.what, err, qq.query)
+				return
+			}
+			vec, ok := v.(model.Vector)
+			if !ok {
+				errs[i] = fmt.Errorf("%s: Prometheus answered a %s, not a vector (query: %s)", qq.what, v.Type(), qq.query)
+				return
+			}
+			vecs[i] = vec
+		})
 	}
-	disks, err := get("disks by key and machine", q.disks)
-	if err != nil {
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
-	busy, err := get("busy time by key and depth", q.busy)
-	if err != nil {
-		return nil, err
-	}
-	curves, err := get("probe curves by key and machine", q.curves)
-	if err != nil {
-		return nil, err
-	}
-	return build(disks, busy, curves, o.MinMachines), nil
+	return build(vecs[0], vecs[1], vecs[2], o.MinMachines), nil
 }
 
 // checkOptions refuses options no query can be made of.
@@ -209,8 +220,11 @@ func queriesFor(o Options) queries {
 		disks: fmt.Sprintf(`count by (key, instance) (%s)`, info),
 		busy: fmt.Sprintf(`sum by (key, le) (increase(iosched_disk_busy_depth_seconds_bucket[%s]) * on (instance, disk) group_left (key) %s)`,
 			r, info),
-		curves: fmt.Sprintf(`quantile by (key, instance, scheduler, depth) (0.5, last_over_time(iosched_probe_curve_iops{source!="seeded"}[%s]) * on (instance, disk) group_left (key) %s)`,
-			r, info),
+		// The curves are those exported at the window's end: each disk's
+		// decision as it stands. Seeded ones are told apart by source
+		// here, not by a matcher, which costs the server more.
+		curves: fmt.Sprintf(`quantile by (key, instance, scheduler, depth, source) (0.5, iosched_probe_curve_iops * on (instance, disk) group_left (key) %s)`,
+			info),
 	}
 }
 
@@ -241,7 +255,7 @@ func build(disks, busy, curves model.Vector, minMachines int) *Report {
 	for _, s := range curves {
 		depth, err := strconv.Atoi(string(s.Metric["depth"]))
 		v := float64(s.Value)
-		if err != nil || depth < 1 || math.IsNaN(v) || v <= 0 {
+		if err != nil || depth < 1 || math.IsNaN(v) || v <= 0 || s.Metric["source"] == "seeded" {
 			continue
 		}
 		d := of(s)
@@ -252,7 +266,13 @@ func build(disks, busy, curves model.Vector, minMachines int) *Report {
 		if d.curves[sched][depth] == nil {
 			d.curves[sched][depth] = map[string]float64{}
 		}
-		d.curves[sched][depth][string(s.Metric["instance"])] = v
+		// A machine whose disks of the key have curves of two sources
+		// (probed, remembered) has the mean of their medians.
+		inst := string(s.Metric["instance"])
+		if old, ok := d.curves[sched][depth][inst]; ok {
+			v = (old + v) / 2
+		}
+		d.curves[sched][depth][inst] = v
 	}
 	names := make([]string, 0, len(keys))
 	for k := range keys {

@@ -27,6 +27,8 @@ type Server struct {
 	API v1.API
 	// Dir is its storage directory.
 	Dir string
+	// PID is its process.
+	PID int
 }
 
 // ServerOptions say what the server starts with.
@@ -142,7 +144,7 @@ func start(t testing.TB, cfgPath, data string) (*Server, error) {
 		stop()
 		return nil, err
 	}
-	s := &Server{URL: url, API: v1.NewAPI(client), Dir: data}
+	s := &Server{URL: url, API: v1.NewAPI(client), Dir: data, PID: cmd.Process.Pid}
 	// Starting takes as long as loading the blocks and replaying the
 	// write-ahead log: no deadline but the test's own, and prometheus
 	// exiting.

@@ -1,0 +1,103 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/iosched/iosched/internal/promtest"
+)
+
+// The scale of the fleet the 10,000-disk test and benchmark load: 1000
+// machines of ten disks, each machine with disks of two of 50 keys, every
+// disk with its busy-depth histogram and curves of two candidates at nine
+// depths.
+const (
+	scaleMachines     = 1000
+	scaleDisksPer     = 10
+	scaleKeys         = 50
+	scaleMachinesPerK = scaleMachines * 2 / scaleKeys
+)
+
+var scaleDepths = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
+
+func scaleKey(i int) string {
+	return fmt.Sprintf("virtio/virtio_blk/model-%02d/hwq%d/qd256/10737418240B/6.18.0", i, 1+i%2)
+}
+
+// scaleFleet: disk j of machine m is of key (m + 7*(j/5)) mod 50, busy
+// half the time, spread over the buckets by its place; its curves differ
+// a little from machine to machine.
+func scaleFleet() []promtest.Machine {
+	fleet := make([]promtest.Machine, scaleMachines)
+	for m := range fleet {
+		fleet[m].Instance = fmt.Sprintf("10.0.%d.%d:9100", m/256, m%256)
+		for j := range scaleDisksPer {
+			k := (m + 7*(j/5)) % scaleKeys
+			curves := map[string]map[int]float64{"none": {}, "mq-deadline": {}}
+			for _, d := range scaleDepths {
+				base := 20000 * math.Sqrt(float64(d))
+				curves["none"][d] = base * (1 + 0.001*float64(m%17))
+				curves["mq-deadline"][d] = base * (1.1 - 0.02*math.Log2(float64(d)))
+			}
+			fleet[m].Disks = append(fleet[m].Disks, promtest.Disk{
+				Name: fmt.Sprintf("vd%c", 'a'+j), Key: scaleKey(k), Source: "probed",
+				Busy:   map[int]float64{j % 10: 0.3, (j + 3) % 10: 0.2},
+				Curves: curves,
+			})
+		}
+	}
+	return fleet
+}
+
+// scaleServer loads the fleet: two samples a series, an hour apart.
+func scaleServer(tb testing.TB, end time.Time) *promtest.Server {
+	return promtest.StartServer(tb, promtest.ServerOptions{OpenMetrics: promtest.OpenMetrics(scaleFleet(), end, time.Hour, time.Hour)})
+}
+
+// Ten thousand disks' series answered whole: every key with its 40
+// machines, 200 disks, 100 busy hours, both curves over every machine and
+// a verdict over every machine. How long the query takes is the
+// benchmark's to report (BenchmarkQuery10000Disks), not a limit here.
+func TestQuery10000Disks(t *testing.T) {
+	end := time.Date(2026, 12, 1, 11, 59, 0, 0, time.UTC) // both samples in one of promtool's 2-hour blocks
+	srv := scaleServer(t, end)
+	start := time.Now()
+	rep, err := Query(context.Background(), srv.API, Options{Range: time.Hour, At: end, MinMachines: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("10,000 disks: Query took %s", time.Since(start))
+	if len(rep.Keys) != scaleKeys {
+		t.Fatalf("%d keys, want %d", len(rep.Keys), scaleKeys)
+	}
+	for _, k := range rep.Keys {
+		if k.Machines != scaleMachinesPerK || k.Disks != 5*scaleMachinesPerK || !near(k.BusyHours, 0.5*5*scaleMachinesPerK) {
+			t.Errorf("%s: %d machines, %d disks, %g busy hours; want %d, %d, %g", k.Key, k.Machines, k.Disks, k.BusyHours,
+				scaleMachinesPerK, 5*scaleMachinesPerK, 0.5*5*scaleMachinesPerK)
+		}
+		if len(k.Curves) != 2 || len(k.Curves[0].Points) != len(scaleDepths) || k.Curves[0].Points[0].Machines != scaleMachinesPerK {
+			t.Errorf("%s: curves %+v, want two of %d points over %d machines", k.Key, k.Curves, len(scaleDepths), scaleMachinesPerK)
+		}
+		if len(k.Verdicts) != 1 || k.Verdicts[0].Machines != scaleMachinesPerK || k.Verdicts[0].Low > k.Verdicts[0].Change || k.Verdicts[0].High < k.Verdicts[0].Change {
+			t.Errorf("%s: verdicts %+v (note %q), want one over %d machines, its change within its range", k.Key, k.Verdicts, k.Note, scaleMachinesPerK)
+		}
+	}
+}
+
+// BenchmarkQuery10000Disks reports how long fleet.Query takes for the
+// 10,000-disk fleet (the server started once, outside the timing):
+//
+//	go test -run '^$' -bench Query10000 -benchtime 5x ./internal/fleet
+func BenchmarkQuery10000Disks(b *testing.B) {
+	end := time.Date(2026, 12, 1, 11, 59, 0, 0, time.UTC) // both samples in one of promtool's 2-hour blocks
+	srv := scaleServer(b, end)
+	for b.Loop() {
+		rep, err := Query(context.Background(), srv.API, Options{Range: time.Hour, At: end, MinMachines: 3})
+		if err != nil || len(rep.Keys) != scaleKeys {
+			b.Fatalf("%v, %v", rep, err)
+		}
+	}
+}
