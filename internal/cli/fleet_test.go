@@ -41,6 +41,7 @@ func TestFleetCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
+	t.Logf("iosched fleet:\n%s", out)
 	// Median curves: none 90 at depth 1, 1300 at 16 and 64; the change
 	// is (-10% + 30%) / 2 = +10%, by machine +5% and +15%.
 	for _, want := range []string{
