@@ -207,15 +207,16 @@ func checkOptions(o Options) error {
 type queries struct{ disks, busy, curves string }
 
 // queriesFor builds the queries. The disks of the window are those with
-// an iosched_disk_info series in it: the current one for a disk present
-// at its end, the last one for a disk gone before. topk by (instance,
-// disk) keeps one series a disk, so the joins stay many-to-one even where
-// a disk's key changed within the five minutes before the end (a gone
-// disk whose key changed within the window counts under one of its keys).
+// an iosched_disk_info series in it (last_over_time), one series a disk
+// (topk by (instance, disk)), so the joins stay many-to-one: a disk whose
+// key changed within the window (a kernel upgrade) counts under one of
+// its keys, and its busy time with it. Telling the newer key apart would
+// select the info series three times over instead of once, which cost the
+// server about a third more on the 10,000-disk fleet.
 func queriesFor(o Options) queries {
 	m := strings.TrimSpace(o.Match)
 	r := model.Duration(o.Range).String()
-	info := fmt.Sprintf(`topk by (instance, disk) (1, iosched_disk_info%s or (last_over_time(iosched_disk_info%s[%s]) unless on (instance, disk) iosched_disk_info))`, m, m, r)
+	info := fmt.Sprintf(`topk by (instance, disk) (1, last_over_time(iosched_disk_info%s[%s]))`, m, r)
 	return queries{
 		disks: fmt.Sprintf(`count by (key, instance) (%s)`, info),
 		busy: fmt.Sprintf(`sum by (key, le) (increase(iosched_disk_busy_depth_seconds_bucket[%s]) * on (instance, disk) group_left (key) %s)`,
