@@ -154,10 +154,15 @@ func start(t testing.TB, cfgPath, data string) (*Server, error) {
 			return nil, fmt.Errorf("prometheus on %s exited: %v\n%s", addr, err, lastBytes(log.Bytes(), 4096))
 		default:
 		}
+		// The server answering must be this one, not another that took
+		// the port first (this one then exits): its storage says so.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, _, _, err := s.API.Query(ctx, "1", time.Time{})
-		cancel()
+		flags, err := s.API.Flags(ctx)
 		if err == nil {
+			_, _, _, err = s.API.Query(ctx, "1", time.Time{})
+		}
+		cancel()
+		if err == nil && flags["storage.tsdb.path"] == data {
 			t.Cleanup(stop)
 			return s, nil
 		}
