@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iosched/iosched/internal/fleet"
+	"github.com/iosched/iosched/internal/probe/probeopt"
 )
 
 func newFleetCmd(e *env) *cobra.Command {
@@ -40,18 +41,20 @@ model, queues, size, kernel):
     --range (rules with an observe key record them);
   - the share of busy time at each depth (requests in flight while busy,
     log-spaced buckets 1, 2, 4, ... 256, more);
-  - each candidate scheduler's probe curve: at each probe depth, the
-    median IOPS over the machines that measured it (each machine's own the
-    median of its disks of the key), least and greatest; seeded curves,
-    copies of others', are left out;
+  - each candidate scheduler's probe curve as the daemons export it at
+    the window's end: at each probe depth, the median IOPS over the
+    machines that measured it (each machine's own the median of its disks
+    of the key), least and greatest; seeded curves, copies of others', are
+    left out;
   - the verdict: each candidate's IOPS change against the scheduler the
     kernel gives such a disk (mq-deadline for one hardware queue, none for
     more or for a driver that asks for none, as block/elevator.c), weighted
     by the fleet's busy time at each depth, and its range over the
     machines, each on its own curves:
 
-  at this fleet's depths none gains 7% (range 4% to 11% over 12
-  machines); 62% of busy time is at depth 1-2, where it loses 3%
+  at this fleet's depths none gains 7% against mq-deadline (range +4%
+  to +11% over 12 machines); 62% of busy time is at depth 1-2, where it
+  loses 3%
 
 A bucket stands for one depth (1; the geometric middle of its bounds; 256
 for the last) and curves are read there linear in log(depth), flat past
@@ -102,6 +105,9 @@ no disk matched (nothing to show); 2 for a bad flag.`,
 			}
 			if minMachines < 1 {
 				return usage("--min-machines %d: want at least 1", minMachines)
+			}
+			if err := checkSeedMethod(seedOpts); err != nil {
+				return usage("%v", err)
 			}
 			if m := strings.TrimSpace(match); m != "" && (!strings.HasPrefix(m, "{") || !strings.HasSuffix(m, "}")) {
 				return usage("--match %q: want label matchers in braces, such as {key=~\"virtio.*\"}", match)
@@ -160,6 +166,22 @@ no disk matched (nothing to show); 2 for a bad flag.`,
 	f.IntVar(&seedOpts.Depth, "depth", 0, "with --export-seeds: the deep-queue depth they say (default an empty [rule.probe]'s, 32)")
 	f.IntVar(&seedOpts.BlockSize, "block-size", 0, "with --export-seeds: the read size they say (default 4096)")
 	return cmd
+}
+
+// checkSeedMethod refuses a method no probe could have measured by: its
+// results would be written and never used.
+func checkSeedMethod(o fleet.SeedOptions) error {
+	switch {
+	case o.Engine != "" && !slices.Contains(probeopt.EngineNames(), o.Engine):
+		return fmt.Errorf("--engine %q: want one of %s", o.Engine, strings.Join(probeopt.EngineNames(), ", "))
+	case o.Depth != 0 && (o.Depth < 1 || o.Depth > probeopt.MaxDepth):
+		return fmt.Errorf("--depth %d: want 1..%d", o.Depth, probeopt.MaxDepth)
+	case o.BlockSize != 0:
+		if err := probeopt.CheckBlockSize(o.BlockSize); err != nil {
+			return fmt.Errorf("--block-size %d: %v", o.BlockSize, err)
+		}
+	}
+	return nil
 }
 
 func plural(n int) string {

@@ -91,7 +91,7 @@ func TestFleetCommand(t *testing.T) {
 		t.Errorf("no match: exit %d, %s", code, errs)
 	}
 	// Usage errors: exit 2.
-	for _, args := range [][]string{{"--range", "a week"}, {"--match", `class="nvme"`}, {"--no-such-flag"}, {"--min-machines", "0"}} {
+	for _, args := range [][]string{{"--range", "a week"}, {"--match", `class="nvme"`}, {"--no-such-flag"}, {"--min-machines", "0"}, {"--engine", "aio"}, {"--depth", "0x"}, {"--depth", "5000"}, {"--block-size", "1000"}} {
 		if code, _, errs := run(args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errs)
 		}
