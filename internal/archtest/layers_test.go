@@ -52,8 +52,10 @@ var layers = []string{
 	// The programs.
 	"internal/daemon",
 	"internal/cli",
+	"internal/fleetcli",
 	"internal/mangen",
 	"cmd/iosched",
+	"cmd/iosched-fleet",
 }
 
 // support are the packages tests and contrib tools build on; no

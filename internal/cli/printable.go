@@ -59,3 +59,9 @@ func printableLines(s string) string {
 	}
 	return strings.Join(lines, "\n  ")
 }
+
+// Printable is printable for other programs' commands (fleetcli).
+func Printable(s string) string { return printable(s) }
+
+// PrintableLines is printableLines for other programs' commands.
+func PrintableLines(s string) string { return printableLines(s) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 
+	"github.com/iosched/iosched/internal/fleetcli"
 	"github.com/iosched/iosched/internal/policy"
 )
 
@@ -54,6 +56,14 @@ func Generate(root *cobra.Command, dir string, date time.Time) error {
 		}
 	}
 	source := "iosched " + root.Version
+	// iosched fleet runs a program of its own (cli.FleetProgram): its
+	// page is that program's command, options and all.
+	for _, c := range root.Commands() {
+		if c.Name() == "fleet" {
+			root.RemoveCommand(c)
+			root.AddCommand(fleetcli.NewCommand(io.Discard, io.Discard))
+		}
+	}
 	// Inherited by every command: the history line would only repeat the
 	// header's date.
 	root.DisableAutoGenTag = true

@@ -259,3 +259,18 @@ func TestPagesRenderWithoutWarnings(t *testing.T) {
 		}
 	}
 }
+
+// iosched fleet's page is the fleet program's own command, its options
+// and exit codes, not the stub iosched runs it through.
+func TestFleetPageIsTheProgram(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(generate(t), "man1", "iosched-fleet.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--export-seeds FILE", "--min-machines", "Exit status: 0 when at least one key has data"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("iosched-fleet.1 lacks %q:\n%s", want, b)
+		}
+	}
+}
