@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -194,5 +195,37 @@ func TestQueryMatch(t *testing.T) {
 	}
 	if _, err := Query(context.Background(), srv.API, Options{Match: `{class=~"("}`, Range: time.Hour, MinMachines: 1}); err == nil {
 		t.Error("a match Prometheus cannot parse: no error")
+	}
+}
+
+// A disk whose key changed within the window (a kernel upgrade: the key
+// names the kernel) has two info series; the joins still work, and the
+// disk and its busy time count once, under one of its keys.
+func TestQueryKeyChangedInWindow(t *testing.T) {
+	t.Parallel()
+	oldKey := "virtio/virtio_blk/-/hwq1/qd256/10737418240B/6.17.0"
+	var b strings.Builder
+	for i := 0; i <= 60; i++ {
+		ts := end.Add(time.Duration(i-60) * time.Minute).Unix()
+		key := oldKey
+		if i > 30 {
+			key = keyA
+		}
+		fmt.Fprintf(&b, "iosched_disk_info{instance=\"m1:9100\",job=\"node\",disk=\"vda\",key=%q,class=\"virtio\"} 1 %d\n", key, ts)
+	}
+	for _, le := range []string{"1", "+Inf"} {
+		for i := 0; i <= 60; i++ {
+			ts := end.Add(time.Duration(i-60) * time.Minute).Unix()
+			fmt.Fprintf(&b, "iosched_disk_busy_depth_seconds_bucket{instance=\"m1:9100\",job=\"node\",disk=\"vda\",le=%q} %d %d\n", le, 30*i, ts)
+		}
+	}
+	b.WriteString("# EOF\n")
+	srv := promtest.StartServer(t, promtest.ServerOptions{OpenMetrics: []byte(b.String())})
+	rep, err := Query(context.Background(), srv.API, Options{Range: time.Hour, At: end, MinMachines: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Keys) != 1 || (rep.Keys[0].Key != keyA && rep.Keys[0].Key != oldKey) || rep.Keys[0].Disks != 1 || !near(rep.Keys[0].BusyHours, 0.5) {
+		t.Errorf("report %+v, want one disk under one of its keys, half an hour busy", rep.Keys)
 	}
 }
