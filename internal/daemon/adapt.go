@@ -370,7 +370,7 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 		return adaptAction{}, false
 	}
 	if x.stat == nil {
-		st, err := observe.Open(observe.StatPath(d.fs.Root(), name))
+		st, err := observe.Open(d.pipe.StatPath(name))
 		if err != nil {
 			d.log.Debug("adaptive: the disk's stat file", "device", name, "error", err)
 			return adaptAction{}, false

@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -66,7 +64,7 @@ func (d *Daemon) pass(name string, j job) {
 		d.cfg.hooks.passStarted(name)
 	}
 	if j.kind == removal {
-		if d.gone(name) {
+		if d.pipe.Gone(name) {
 			d.forget(name)
 			return
 		}
@@ -180,13 +178,13 @@ func (d *Daemon) readDisk(pol *policy.Policy, name string, rec *disk, j job) (*s
 		// A probing rule sets the scheduler by its decision (or an
 		// adaptive choice) even when its [rule.set] does not.
 		probed, _ := pol.ProbeFor(dev)
-		err := d.refresh(dev, ev, probed != nil)
+		err := d.pipe.Refresh(dev, ev, probed != nil)
 		if err == nil || sysfs.Gone(err) {
 			return dev, ev, nil, err
 		}
 		// Something unexpected: read the disk afresh.
 	}
-	diskDir, err := d.fs.OpenDiskToWrite(name, j.devpath)
+	diskDir, err := d.pipe.OpenDisk(name, j.devpath)
 	if err != nil {
 		return nil, policy.Evaluation{}, nil, err
 	}
@@ -219,47 +217,6 @@ func (d *Daemon) readDisk(pol *policy.Policy, name string, rec *disk, j job) (*s
 	ev := d.pipe.EvaluatePolicy(pol, dev)
 	handed = true
 	return dev, ev, diskDir, nil
-}
-
-// refresh re-reads into dev the attributes ev sets, and the scheduler when
-// a probe decides it (probed). Facts stay as last read: they change only
-// with a uevent, which brings a full pass.
-func (d *Daemon) refresh(dev *sysfs.Device, ev policy.Evaluation, probed bool) error {
-	sched := probed
-	for _, s := range ev.Settings {
-		sched = sched || sysfs.Attr(s.Attribute).Kind() == sysfs.KindScheduler
-	}
-	if sched && dev.Scheduler != nil {
-		active, offered, err := d.fs.ReadScheduler(dev.Name)
-		if err != nil {
-			return d.readError(dev.Name, err)
-		}
-		dev.SetValue(sysfs.Attr(schedulerAttr), active) // a switch drops the old scheduler's parameters
-		dev.Schedulers = offered
-	}
-	for _, s := range ev.Settings {
-		attr := sysfs.Attr(s.Attribute)
-		if attr.Kind() == sysfs.KindScheduler {
-			continue
-		}
-		v, err := d.fs.ReadQueueAttr(dev.Name, s.Attribute)
-		switch {
-		case err == nil:
-			dev.SetValue(attr, v)
-		case errors.Is(err, fs.ErrNotExist) && d.fs.Exists(dev.Name):
-			dev.DeleteValue(attr) // hidden on this queue, or not this scheduler's
-		default:
-			return d.readError(dev.Name, err)
-		}
-	}
-	return nil
-}
-
-func (d *Daemon) readError(name string, err error) error {
-	if sysfs.Gone(err) && !d.fs.Exists(name) {
-		return fmt.Errorf("%w: %s", sysfs.ErrNoDevice, name)
-	}
-	return err
 }
 
 // settle records in dev the values apply found or left.
@@ -381,18 +338,6 @@ func (d *Daemon) noteRefusals(rec *disk, res apply.Result) map[string]bool {
 	return repeated
 }
 
-// gone reports whether sysfs says the disk is gone: its directory is, or its
-// queue directory, which the kernel removes before it sends the disk's
-// "remove" uevent (block/genhd.c, del_gendisk: blk_unregister_queue comes
-// before device_del).
-func (d *Daemon) gone(name string) bool {
-	if !d.fs.Exists(name) {
-		return true
-	}
-	_, err := d.fs.ReadQueueAttr(name, "scheduler")
-	return err != nil && sysfs.Gone(err)
-}
-
 // record returns the disk's memory, creating it on first sight.
 func (d *Daemon) record(name string) *disk {
 	d.mu.Lock()
@@ -473,7 +418,7 @@ func (d *Daemon) scan(kind passKind, reason string) scanResult {
 	start := time.Now()
 	d.metrics.Rescan(rescanReason(reason))
 	writes := d.writes.Load()
-	names, err := d.fs.Disks()
+	names, err := d.pipe.Disks()
 	if err != nil {
 		d.log.Error("listing disks", "error", err)
 	}

@@ -253,7 +253,7 @@ func (p *probes) cancelAll() {
 // recoverProbes puts back the settings of probes a killed process left
 // half done, before the first pass reads the disks.
 func (d *Daemon) recoverProbes() {
-	recovered, err := probe.RecoverInterrupted(d.cfg.StateDir, d.locks, d.fs)
+	recovered, err := probe.RecoverInterrupted(d.cfg.StateDir, d.locks, d.pipe.FS)
 	if err != nil {
 		d.log.Error("restoring the settings of interrupted probes", "error", err)
 	}
@@ -297,7 +297,7 @@ func (p *probes) seedErrors() []string {
 }
 
 func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
-	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Locks: d.locks, Store: probe.NewStore(d.cfg.StateDir, pipeline.SeedsOf(pol)),
+	return &probe.Runner{FS: d.pipe.FS, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Locks: d.locks, Store: probe.NewStore(d.cfg.StateDir, pipeline.SeedsOf(pol)),
 		Procs: d.procs.Raise, InFlight: d.inFlight}
 }
 
