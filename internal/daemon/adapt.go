@@ -344,7 +344,7 @@ func (d *Daemon) sampleDue(now time.Time) {
 				d.log.Info("adaptive: switching", "device", act.name, "from", dec.From, "to", dec.To, "reason", dec.Reason)
 			}
 			d.metrics.AdaptSwitched(dec.To, dec.Revert)
-			d.kick(act.name, settingsOnly, nil, nil)
+			d.kickKnown(act.name, settingsOnly)
 		}
 		if act.news {
 			d.markChanged()

@@ -21,6 +21,7 @@ import (
 // hundred bytes. Only the disk's own pass writes it (the queue never runs
 // two at once); the state writer reads state under Daemon.mu.
 type disk struct {
+	name sysfs.Name
 	// snap holds the facts as last read, and only the values of the
 	// attributes the policy sets.
 	snap *sysfs.Device
@@ -54,6 +55,7 @@ func (rec *disk) settled(attr, value string) bool {
 // pass brings one disk to its policy: read it, evaluate the policy, plan,
 // apply, remember. A disk that needs nothing costs its reads and no log.
 func (d *Daemon) pass(name string, j job) {
+	disk := j.disk
 	defer func() {
 		// A bug met on one disk must not take the others down with it.
 		if v := recover(); v != nil {
@@ -74,8 +76,8 @@ func (d *Daemon) pass(name string, j job) {
 		return // its probe switches the scheduler; a pass follows it
 	}
 	pol := d.policy.Load()
-	rec := d.record(name)
-	dev, ev, diskDir, err := d.readDisk(pol, name, rec, j)
+	rec := d.record(disk)
+	dev, ev, diskDir, err := d.readDisk(pol, disk, rec, j)
 	if diskDir != nil {
 		defer diskDir.Close()
 	}
@@ -110,12 +112,12 @@ func (d *Daemon) pass(name string, j job) {
 		if d.probes.holds(name) {
 			return // the daemon's probe is switching its scheduler
 		}
-		applier := d.applier
+		var q apply.Queue = apply.QueueOf(d.applier.FS, name)
 		if diskDir != nil {
-			applier.FS = diskDir // written where it was read
+			q = diskDir // written where it was read
 		}
 		if d.cfg.hooks.passTarget != nil {
-			applier.FS = d.cfg.hooks.passTarget(applier.FS)
+			q = apply.QueueOf(d.cfg.hooks.passTarget(apply.AttrsOf(q, name)), name)
 		}
 		var remember func()
 		if pol.Daemon.RestoreOnExit {
@@ -132,7 +134,7 @@ func (d *Daemon) pass(name string, j job) {
 		// The disk's lock is taken after the check above, so no probe
 		// starts between it and the writes.
 		var err error
-		res, err = d.pipe.Write(d.passCtx, d.locks, applier, p, remember)
+		res, err = d.pipe.Write(d.passCtx, d.locks, d.applier, q, p, remember)
 		switch {
 		case disklock.IsBusy(err):
 			d.noteHeld(name, rec, err) // another process probes it (or writes its settings)
@@ -166,7 +168,7 @@ func (d *Daemon) pass(name string, j job) {
 // for the writes (the caller closes it). A settingsOnly pass is full too when the
 // policy (reloaded) tests a fact the snapshot was not read with, or NOWAIT,
 // never tested on this disk.
-func (d *Daemon) readDisk(pol *policy.Policy, name string, rec *disk, j job) (*sysfs.Device, policy.Evaluation, *sysfs.Disk, error) {
+func (d *Daemon) readDisk(pol *policy.Policy, disk sysfs.Name, rec *disk, j job) (*sysfs.Device, policy.Evaluation, *sysfs.Disk, error) {
 	sc := pipeline.ScopeFor(pol)
 	if j.props != nil {
 		rec.props = j.props
@@ -184,7 +186,7 @@ func (d *Daemon) readDisk(pol *policy.Policy, name string, rec *disk, j job) (*s
 		}
 		// Something unexpected: read the disk afresh.
 	}
-	diskDir, err := d.pipe.OpenDisk(name, j.devpath)
+	diskDir, err := d.pipe.OpenDisk(disk, j.devpath)
 	if err != nil {
 		return nil, policy.Evaluation{}, nil, err
 	}
@@ -205,7 +207,7 @@ func (d *Daemon) readDisk(pol *policy.Policy, name string, rec *disk, j job) (*s
 	if rec.snap != nil && (rec.snap.MajorMinor != dev.MajorMinor || rec.snap.DiskSeq != dev.DiskSeq) {
 		// Another disk under the same name: its removal and arrival
 		// were among events lost (this is the rescan after).
-		d.renew(name, rec, j.props)
+		d.renew(disk.String(), rec, j.props)
 	}
 	rec.facts = sc.Facts
 	if rec.props == nil && d.udev {
@@ -339,13 +341,13 @@ func (d *Daemon) noteRefusals(rec *disk, res apply.Result) map[string]bool {
 }
 
 // record returns the disk's memory, creating it on first sight.
-func (d *Daemon) record(name string) *disk {
+func (d *Daemon) record(name sysfs.Name) *disk {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	rec := d.disks[name]
+	rec := d.disks[name.String()]
 	if rec == nil {
-		rec = &disk{}
-		d.disks[name] = rec
+		rec = &disk{name: name}
+		d.disks[name.String()] = rec
 	}
 	return rec
 }
@@ -389,12 +391,12 @@ func (d *Daemon) forget(name string) {
 }
 
 // knownNames lists the disks the daemon remembers.
-func (d *Daemon) knownNames() map[string]bool {
+func (d *Daemon) knownNames() map[sysfs.Name]bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[string]bool, len(d.disks))
-	for n := range d.disks {
-		out[n] = true
+	out := make(map[sysfs.Name]bool, len(d.disks))
+	for _, rec := range d.disks {
+		out[rec.name] = true
 	}
 	return out
 }
@@ -418,7 +420,7 @@ func (d *Daemon) scan(kind passKind, reason string) scanResult {
 	start := time.Now()
 	d.metrics.Rescan(rescanReason(reason))
 	writes := d.writes.Load()
-	names, err := d.pipe.Disks()
+	names, err := d.pipe.Names()
 	if err != nil {
 		d.log.Error("listing disks", "error", err)
 	}

@@ -524,7 +524,7 @@ func (r *probeRun) measure() (*probe.Report, time.Duration, error) {
 		go func() {
 			<-done
 			d.probes.endMeasuring(r.name)
-			d.kick(r.name, full, nil, nil)
+			d.kickKnown(r.name, full)
 		}()
 	} else {
 		d.probes.endMeasuring(r.name)
@@ -583,12 +583,12 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 		delete(d.probes.failed, r.name)
 		d.probes.mu.Unlock()
 		d.log.Info("probe decided", "device", r.name, "rule", r.rule, "winner", rep.Winner, "provenance", rep.Provenance, "took", took.Round(time.Millisecond))
-		d.kick(r.name, full, nil, nil)
+		d.kickKnown(r.name, full)
 		return false
 	case errors.As(err, &ref) && ref.Busy:
 		r.update(func() { r.dp.state.Status, r.dp.state.Error = "pending", ref.Reason })
 		d.log.Info("probe postponed: the disk is busy", "device", r.name, "reason", ref.Reason, "retry_in", d.probes.retry)
-		d.kick(r.name, settingsOnly, nil, nil) // the settings held while it ran
+		d.kickKnown(r.name, settingsOnly) // the settings held while it ran
 		return true
 	default:
 		status := "failed"
@@ -599,7 +599,7 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 		until := r.failed(status, err)
 		d.log.Warn("probe "+status+"; the interim settings stay", "device", r.name, "rule", r.rule, "error", err,
 			"retry_after", until.UTC().Format(time.RFC3339))
-		d.kick(r.name, full, nil, nil)
+		d.kickKnown(r.name, full)
 		return false
 	}
 }
@@ -625,7 +625,7 @@ func (r *probeRun) cancelled() {
 	r.d.probes.mu.Lock()
 	r.dp.state.Status = "cancelled"
 	r.d.probes.mu.Unlock()
-	r.d.kick(r.name, full, nil, nil)
+	r.d.kickKnown(r.name, full)
 }
 
 // update changes the disk's probe state unless its probe was cancelled

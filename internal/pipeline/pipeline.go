@@ -211,7 +211,8 @@ func (p *Pipeline) Assess(pol *policy.Policy, disk *sysfs.Disk, sc Scope) (a Ass
 	return p.Plan(dev, ev, dec), probeErr, nil
 }
 
-// Write makes pl's changes on its disk through a, holding the disk's lock
+// Write makes pl's changes on its disk, through q (the disk's queue), with
+// a's retries and dry run, holding the disk's lock
 // in locks around them: no probe starts switching the disk's scheduler
 // while they run, and none runs when they start (two scheduler switches at
 // once on one queue can crash the kernel, and a probe would put its
@@ -219,7 +220,7 @@ func (p *Pipeline) Assess(pol *policy.Policy, disk *sysfs.Disk, sc Scope) (a Ass
 // runs under the lock before the first write. A lock held by another is an
 // error for which disklock.IsBusy holds, and nothing is written. A dry run
 // (a.DryRun) writes nothing and takes no lock.
-func (p *Pipeline) Write(ctx context.Context, locks *disklock.Locks, a apply.Applier, pl plan.Plan, prepare func()) (apply.Result, error) {
+func (p *Pipeline) Write(ctx context.Context, locks *disklock.Locks, a apply.Applier, q apply.Queue, pl plan.Plan, prepare func()) (apply.Result, error) {
 	if !a.DryRun {
 		unlock, err := locks.LockToWrite(pl.Name)
 		if err != nil {
@@ -230,5 +231,5 @@ func (p *Pipeline) Write(ctx context.Context, locks *disklock.Locks, a apply.App
 	if prepare != nil {
 		prepare()
 	}
-	return a.Apply(ctx, pl), nil
+	return a.ApplyTo(ctx, q, pl), nil
 }

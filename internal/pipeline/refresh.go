@@ -21,12 +21,12 @@ import (
 // OpenDisk opens a disk's directory for a read followed by writes (see
 // sysfs.FS.OpenDiskToWrite): devpath, when not "", is its directory as
 // its uevent names it.
-func (p *Pipeline) OpenDisk(name, devpath string) (*sysfs.Disk, error) {
-	return p.FS.OpenDiskToWrite(name, devpath)
+func (p *Pipeline) OpenDisk(name sysfs.Name, devpath string) (*sysfs.Disk, error) {
+	return p.FS.Open(name, devpath)
 }
 
-// Disks lists the whole disks in the tree (sysfs.FS.Disks).
-func (p *Pipeline) Disks() ([]string, error) { return p.FS.Disks() }
+// Names lists the whole disks in the tree (sysfs.FS.Names).
+func (p *Pipeline) Names() ([]sysfs.Name, error) { return p.FS.Names() }
 
 // Refresh re-reads into dev the attributes ev sets, and the scheduler when
 // a probe decides it (probed), where a full Read would open the disk's
