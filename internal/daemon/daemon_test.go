@@ -528,7 +528,16 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		var hold atomic.Bool
 		entered := make(chan struct{}, 1)
 		release := make(chan struct{})
+		var owedMu sync.Mutex
+		var owed []passKind // what loop20000 is owed after each ask
 		r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
+			cfg.hooks.owed = func(name string, j job) {
+				if name == "loop20000" {
+					owedMu.Lock()
+					owed = append(owed, j.kind)
+					owedMu.Unlock()
+				}
+			}
 			cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 				if hold.CompareAndSwap(true, false) {
 					entered <- struct{}{}
@@ -548,8 +557,10 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")}
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20000", "disk")}
 		waitFor(t, 5*time.Second, "the removal and the add to merge", func() bool {
-			next, ok := r.d.queue.Next("loop20000")
-			return ok && next.kind == full && r.passes.Load() >= 2
+			owedMu.Lock()
+			defer owedMu.Unlock()
+			n := len(owed)
+			return n >= 2 && owed[n-2] == removal && owed[n-1] == full
 		})
 		close(release)
 		r.waitAttr(t, "loop20000", "nr_requests", "64")

@@ -90,6 +90,9 @@ func (d *Daemon) kick(name sysfs.Name, kind passKind, ev *uevent.Event, wg *task
 	d.queue.Kick(name.String(), wg, func(j *job) {
 		j.disk = name
 		j.merge(kind, ev)
+		if d.cfg.hooks.owed != nil {
+			d.cfg.hooks.owed(name.String(), *j)
+		}
 	})
 }
 

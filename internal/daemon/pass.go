@@ -92,6 +92,12 @@ func (d *Daemon) pass(name string, j job) {
 	if d.stopping.Load() {
 		return // a stop abandons what has not started writing (ev may be cut short)
 	}
+	if len(ev.Matched) == 0 && len(rec.state.Rules) > 0 {
+		// The rules that matched on the last pass no longer do (a
+		// reload, facts changed): what ran for them ends. Only this
+		// pass writes rec.state, so it is read without the lock.
+		d.teardown(name, noRuleMatches)
+	}
 	a := d.pipe.Plan(dev, ev, d.adaptDecision(pol, dev, d.probeDecision(pol, dev, ev)))
 	d.observeDisk(pol, dev)
 	ev, p := a.Eval, a.Plan
@@ -354,39 +360,66 @@ func (d *Daemon) record(name sysfs.Name) *disk {
 
 // renew forgets what rec remembers of the disk that had its name before:
 // what it settled (or the new disk's first writes would be logged as
-// drift), its snapshot, its original values, and its udev properties unless
-// props (this pass's event's) are the new disk's.
+// drift), its snapshot, its refusals, what runs for it (teardown), and its
+// udev properties unless props (this pass's event's) are the new disk's.
 func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
 	d.mu.Lock()
 	rec.state = statefile.DiskState{}
 	d.mu.Unlock()
 	rec.snap, rec.props, rec.refused = nil, props, nil
-	d.probes.cancel(name)
-	d.metrics.ForgetProbe(name)
-	d.dropAdaptive(name, "another disk has its name")
-	d.dropObserved(name)
-	if d.orig != nil {
-		d.orig.Forget(name)
-	}
+	d.teardown(name, diskReplaced)
 	d.log.Debug("another disk under the same name", "device", name)
 }
 
-// forget drops a disk that went away.
+// forget drops a disk that went away: its record (with its refusals) and
+// what runs for it (teardown).
 func (d *Daemon) forget(name string) {
 	d.mu.Lock()
 	_, known := d.disks[name]
 	delete(d.disks, name)
 	d.mu.Unlock()
-	d.probes.cancel(name)
-	d.metrics.ForgetProbe(name)
-	d.dropAdaptive(name, "it went away")
-	d.dropObserved(name)
-	if d.orig != nil {
-		d.orig.Forget(name)
-	}
+	d.teardown(name, diskGone)
 	if known {
 		d.log.Debug("disk removed", "device", name)
 		d.markChanged()
+	}
+}
+
+// ending is why teardown ends what runs for a disk.
+type ending int
+
+const (
+	diskGone      ending = iota // removed: nothing of it is kept
+	diskReplaced                // another disk has its name: nothing of it is kept
+	noRuleMatches               // its original values stay owed to restore_on_exit
+	daemonStops                 // its original values are restored next
+)
+
+func (e ending) String() string {
+	return [...]string{"it went away", "another disk has its name", "no rule matches it", "the daemon stops"}[e]
+}
+
+// teardown is the one way what the daemon runs or keeps for a disk beside
+// its record ends: its probe is cancelled (it puts back what it changed),
+// its adaptive controller and its observer stop, their series go, and,
+// for a disk gone or replaced, its original values are forgotten (they
+// are another disk's, or no disk's). Each part does nothing for a disk
+// without it. Called from the disk's own pass, or at stop once no pass
+// writes.
+func (d *Daemon) teardown(name string, why ending) {
+	d.probes.cancel(name)
+	d.metrics.ForgetProbe(name)
+	d.dropAdaptive(name, why.String())
+	d.dropObserved(name)
+	if d.orig != nil && (why == diskGone || why == diskReplaced) {
+		d.orig.Forget(name)
+	}
+}
+
+// teardownAll is teardown of every disk remembered, at stop.
+func (d *Daemon) teardownAll() {
+	for name := range d.knownNames() {
+		d.teardown(name.String(), daemonStops)
 	}
 }
 

@@ -238,18 +238,6 @@ const probeTask = "probe "
 
 func isProbeTask(name string) bool { return strings.HasPrefix(name, probeTask) }
 
-// cancelAll cancels every probe: each restores what it changed, and its
-// task ends.
-func (p *probes) cancelAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, dp := range p.disks {
-		if dp.cancel != nil {
-			dp.cancel()
-		}
-	}
-}
-
 // recoverProbes puts back the settings of probes a killed process left
 // half done, before the first pass reads the disks.
 func (d *Daemon) recoverProbes() {
@@ -521,11 +509,16 @@ func (r *probeRun) measure() (*probe.Report, time.Duration, error) {
 	rep, err := r.runner.Probe(r.ctx, r.name, r.opts, false, r.probe.MaxAge)
 	took := time.Since(start)
 	if done := rep.RestoreDone(); done != nil {
-		go func() {
-			<-done
-			d.probes.endMeasuring(r.name)
-			d.kickKnown(r.name, full)
-		}()
+		// Not a probe task: the stop's wait for probes is for their
+		// cancellation, not for a disk that does not answer.
+		d.tasks.Do("restore wait "+r.name, func(ctx context.Context) {
+			select {
+			case <-done:
+				d.probes.endMeasuring(r.name)
+				d.kickKnown(r.name, full)
+			case <-ctx.Done(): // the daemon has stopped: no pass follows
+			}
+		})
 	} else {
 		d.probes.endMeasuring(r.name)
 	}
