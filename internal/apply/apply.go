@@ -97,6 +97,7 @@ var (
 	_ QueueAttrs  = sysfs.FS{}
 	_ WriteReader = sysfs.FS{}
 	_ Queue       = (*sysfs.Disk)(nil)
+	_ Queue       = sysfs.Queue{}
 )
 
 // QueueOf is the queue of the disk name in attrs: through one open file

@@ -66,7 +66,7 @@ func (d *Daemon) pass(name string, j job) {
 		d.cfg.hooks.passStarted(name)
 	}
 	if j.kind == removal {
-		if d.pipe.Gone(name) {
+		if d.pipe.Gone(disk) {
 			d.forget(name)
 			return
 		}
@@ -118,7 +118,7 @@ func (d *Daemon) pass(name string, j job) {
 		if d.probes.holds(name) {
 			return // the daemon's probe is switching its scheduler
 		}
-		var q apply.Queue = apply.QueueOf(d.applier.FS, name)
+		var q apply.Queue = d.pipe.Queue(disk)
 		if diskDir != nil {
 			q = diskDir // written where it was read
 		}
@@ -186,7 +186,7 @@ func (d *Daemon) readDisk(pol *policy.Policy, disk sysfs.Name, rec *disk, j job)
 		// A probing rule sets the scheduler by its decision (or an
 		// adaptive choice) even when its [rule.set] does not.
 		probed, _ := pol.ProbeFor(dev)
-		err := d.pipe.Refresh(dev, ev, probed != nil)
+		err := d.pipe.Refresh(d.pipe.Queue(disk), dev, ev, probed != nil)
 		if err == nil || sysfs.Gone(err) {
 			return dev, ev, nil, err
 		}

@@ -25,6 +25,10 @@ func (p *Pipeline) OpenDisk(name sysfs.Name, devpath string) (*sysfs.Disk, error
 	return p.FS.Open(name, devpath)
 }
 
+// Queue is the disk's queue by its name (sysfs.Queue): what a pass that
+// did not open the disk's directory (Refresh) writes through.
+func (p *Pipeline) Queue(name sysfs.Name) sysfs.Queue { return p.FS.Queue(name) }
+
 // Names lists the whole disks in the tree (sysfs.FS.Names).
 func (p *Pipeline) Names() ([]sysfs.Name, error) { return p.FS.Names() }
 
@@ -35,15 +39,15 @@ func (p *Pipeline) Names() ([]sysfs.Name, error) { return p.FS.Names() }
 // sysfs.Gone holds means the disk is gone; an attribute missing on a disk
 // still there is hidden on its queue (or not its scheduler's) and is
 // dropped from dev.
-func (p *Pipeline) Refresh(dev *sysfs.Device, ev policy.Evaluation, probed bool) error {
+func (p *Pipeline) Refresh(q sysfs.Queue, dev *sysfs.Device, ev policy.Evaluation, probed bool) error {
 	sched := probed
 	for _, s := range ev.Settings {
 		sched = sched || sysfs.Attr(s.Attribute).Kind() == sysfs.KindScheduler
 	}
 	if sched && dev.Scheduler != nil {
-		active, offered, err := p.FS.ReadScheduler(dev.Name)
+		active, offered, err := q.ReadScheduler()
 		if err != nil {
-			return p.readError(dev.Name, err)
+			return readError(q, err)
 		}
 		dev.SetValue(sysfs.Attr("scheduler"), active) // a switch drops the old scheduler's parameters
 		dev.Schedulers = offered
@@ -53,22 +57,22 @@ func (p *Pipeline) Refresh(dev *sysfs.Device, ev policy.Evaluation, probed bool)
 		if attr.Kind() == sysfs.KindScheduler {
 			continue
 		}
-		v, err := p.FS.ReadQueueAttr(dev.Name, s.Attribute)
+		v, err := q.ReadQueueAttr(s.Attribute)
 		switch {
 		case err == nil:
 			dev.SetValue(attr, v)
-		case errors.Is(err, fs.ErrNotExist) && p.FS.Exists(dev.Name):
+		case errors.Is(err, fs.ErrNotExist) && q.Exists():
 			dev.DeleteValue(attr)
 		default:
-			return p.readError(dev.Name, err)
+			return readError(q, err)
 		}
 	}
 	return nil
 }
 
-func (p *Pipeline) readError(name string, err error) error {
-	if sysfs.Gone(err) && !p.FS.Exists(name) {
-		return fmt.Errorf("%w: %s", sysfs.ErrNoDevice, name)
+func readError(q sysfs.Queue, err error) error {
+	if sysfs.Gone(err) && !q.Exists() {
+		return fmt.Errorf("%w: %s", sysfs.ErrNoDevice, q.Name())
 	}
 	return err
 }
@@ -77,11 +81,12 @@ func (p *Pipeline) readError(name string, err error) error {
 // its queue directory, which the kernel removes before it sends the
 // disk's "remove" uevent (block/genhd.c, del_gendisk: blk_unregister_queue
 // comes before device_del).
-func (p *Pipeline) Gone(name string) bool {
-	if !p.FS.Exists(name) {
+func (p *Pipeline) Gone(name sysfs.Name) bool {
+	q := p.FS.Queue(name)
+	if !q.Exists() {
 		return true
 	}
-	_, err := p.FS.ReadQueueAttr(name, "scheduler")
+	_, err := q.ReadQueueAttr("scheduler")
 	return err != nil && sysfs.Gone(err)
 }
 

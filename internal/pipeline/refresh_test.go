@@ -45,7 +45,11 @@ func TestRefresh(t *testing.T) {
 	if err := os.Remove(filepath.Join(queue, "read_ahead_kb")); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Refresh(dev, ev, false); err != nil {
+	vda, err := sysfs.ParseName("vda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Refresh(p.Queue(vda), dev, ev, false); err != nil {
 		t.Fatalf("Refresh: %v", err)
 	}
 	for attr, want := range map[string]string{"scheduler": "none", "nr_requests": "17", "read_ahead_kb": ""} {
@@ -56,16 +60,16 @@ func TestRefresh(t *testing.T) {
 	if len(dev.Schedulers) != 3 {
 		t.Errorf("schedulers offered after Refresh: %v, want the three the file lists", dev.Schedulers)
 	}
-	if p.Gone("vda") {
+	if p.Gone(vda) {
 		t.Fatal("Gone(vda) while it is there")
 	}
 	if err := os.Remove(filepath.Join(tree, "block", "vda")); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Refresh(dev, ev, false); !sysfs.Gone(err) {
+	if err := p.Refresh(p.Queue(vda), dev, ev, false); !sysfs.Gone(err) {
 		t.Errorf("Refresh of a removed disk: %v, want it gone", err)
 	}
-	if !p.Gone("vda") {
+	if !p.Gone(vda) {
 		t.Error("Gone(vda) false once its block/ link is removed")
 	}
 }

@@ -343,6 +343,11 @@ func (s FS) Exists(name string) bool {
 	if ValidateName(name) != nil {
 		return false
 	}
+	return s.exists(name)
+}
+
+// exists is Exists for a name already checked.
+func (s FS) exists(name string) bool {
 	_, err := os.Stat(s.blockDir(name))
 	return err == nil
 }

@@ -30,3 +30,48 @@ func (s FS) Names() ([]Name, error) {
 	}
 	return out, err
 }
+
+// Queue is a disk's queue attributes reached by the disk's name from the
+// root on each access (through the directory a read found, else
+// block/NAME), where a Disk holds the disk's directory open: for a pass
+// that re-reads a few attributes and writes what drifted, to which
+// opening the directory would add more lookups than it spares. Its
+// methods are FS's, for this disk, without checking the name again.
+type Queue struct {
+	fs   FS
+	name Name
+}
+
+// Queue is the queue of the disk name.
+func (s FS) Queue(name Name) Queue { return Queue{s, name} }
+
+// Name is the disk's name.
+func (q Queue) Name() Name { return q.name }
+
+// ReadQueueAttr reads queue/<attr>, as FS.ReadQueueAttr.
+func (q Queue) ReadQueueAttr(attr string) (string, error) {
+	if q.name.IsZero() {
+		return "", ErrInvalidName
+	}
+	return q.fs.readQueueAttr(q.name.s, attr)
+}
+
+// ReadScheduler reads queue/scheduler, as FS.ReadScheduler.
+func (q Queue) ReadScheduler() (active string, offered []string, err error) {
+	if q.name.IsZero() {
+		return "", nil, ErrInvalidName
+	}
+	return q.fs.readScheduler(q.name.s)
+}
+
+// WriteReadQueueAttr writes queue/<attr> and reads it back, as
+// FS.WriteReadQueueAttr.
+func (q Queue) WriteReadQueueAttr(attr, value string) (got string, written bool, err error) {
+	if q.name.IsZero() {
+		return "", false, ErrInvalidName
+	}
+	return q.fs.writeReadQueueAttr(q.name.s, attr, value)
+}
+
+// Exists reports whether a disk of this name is in the tree.
+func (q Queue) Exists() bool { return !q.name.IsZero() && q.fs.exists(q.name.s) }

@@ -56,6 +56,11 @@ func (s FS) ReadQueueAttr(name, attr string) (string, error) {
 	if err := ValidateName(name); err != nil {
 		return "", err
 	}
+	return s.readQueueAttr(name, attr)
+}
+
+// readQueueAttr is ReadQueueAttr for a name already checked.
+func (s FS) readQueueAttr(name, attr string) (string, error) {
 	b, err := s.queueAttrDo(name, attr, "read", func(rel string) ([]byte, error) { return s.readInRoot(rel) })
 	if err != nil {
 		return "", err
@@ -92,7 +97,15 @@ func (s FS) DiskSeq(name string) string {
 // ReadScheduler reads queue/scheduler of a disk: the active scheduler and
 // those offered.
 func (s FS) ReadScheduler(name string) (active string, offered []string, err error) {
-	rel, err := s.queueAttrRel(name, "scheduler")
+	if err := ValidateName(name); err != nil {
+		return "", nil, err
+	}
+	return s.readScheduler(name)
+}
+
+// readScheduler is ReadScheduler for a name already checked.
+func (s FS) readScheduler(name string) (active string, offered []string, err error) {
+	rel, err := s.checkedAttrRel(name, "scheduler")
 	if err != nil {
 		return "", nil, err
 	}
