@@ -98,7 +98,7 @@ func (d *Daemon) pass(name string, j job) {
 		// pass writes rec.state, so it is read without the lock.
 		d.teardown(name, noRuleMatches)
 	}
-	a := d.pipe.Plan(dev, ev, d.adaptDecision(pol, dev, d.probeDecision(pol, dev, ev)))
+	a := d.pipe.Plan(dev, ev, d.adaptDecision(pol, dev, d.probeDecision(pol, dev, ev, diskDir)))
 	d.observeDisk(pol, dev)
 	ev, p := a.Eval, a.Plan
 	// A pass udevd's processed event asked for retries what was held: a

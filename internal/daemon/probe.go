@@ -293,7 +293,7 @@ func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
 // disk a probing rule matches that has no decision yet is looked up in the
 // remembered and seeded results (once), and without one its probe is
 // queued: the decision is pending, ev's settings the interim ones.
-func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.Evaluation) pipeline.ProbeDecision {
+func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.Evaluation, diskDir *sysfs.Disk) pipeline.ProbeDecision {
 	pr, rule := pol.ProbeFor(dev)
 	if pr == nil || dev.Scheduler == nil {
 		d.probes.cancel(dev.Name) // no longer probed (its facts changed)
@@ -304,7 +304,7 @@ func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.
 	dp := d.probes.disks[name]
 	d.probes.mu.Unlock()
 	if dp == nil {
-		dp = d.lookUpProbe(pol, dev, rule, pr, ev)
+		dp = d.lookUpProbe(pol, dev, diskDir, rule, pr, ev)
 	}
 	d.probes.mu.Lock()
 	rep := dp.report
@@ -313,9 +313,9 @@ func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.
 }
 
 // lookUpProbe finds the disk's remembered or seeded decision
-// (pipeline.LookUpProbe, which reads the disk whole: once per disk and
-// policy), else queues its probe.
-func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string, pr *policy.Probe, ev policy.Evaluation) *diskProbe {
+// (pipeline.LookUpProbe, which reads the disk whole, through diskDir when
+// this pass opened it: once per disk and policy), else queues its probe.
+func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, diskDir *sysfs.Disk, rule string, pr *policy.Probe, ev policy.Evaluation) *diskProbe {
 	name := dev.Name
 	dp := &diskProbe{state: statefile.ProbeState{Rule: rule, Status: "pending", Since: time.Now()}}
 	for _, s := range ev.Settings {
@@ -325,7 +325,7 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string,
 	}
 	opts := pipeline.ProbeOptions(pr)
 	runner := d.probeRunner(pol)
-	dec, err := d.pipe.LookUpProbe(pol, dev)
+	dec, err := d.pipe.LookUpProbe(pol, dev, diskDir)
 	if rep := dec.Report; rep != nil {
 		dp.report = rep
 		dp.state.Status, dp.state.Winner, dp.state.Provenance, dp.state.From = "decided", rep.Winner, rep.Provenance, rep.From

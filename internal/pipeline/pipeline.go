@@ -131,17 +131,25 @@ func (d ProbeDecision) Decided(ev policy.Evaluation) policy.Evaluation {
 // LookUpProbe finds the decision remembered (probes.json in StateDir) or
 // seeded (pol's [daemon] probe_results) for dev under the [rule.probe] that
 // matches it, younger than the rule's max_age. It reads the disk whole, the
-// result's key (model, size, queues), so a caller that keeps the decision
-// (the daemon) looks it up once per disk and policy. A disk no rule probes,
-// or without a scheduler, has the zero decision; so has one that cannot be
-// read whole, with the error. A decision found is returned with the error
-// of a seeded file that could not be read, if any.
-func (p *Pipeline) LookUpProbe(pol *policy.Policy, dev *sysfs.Device) (ProbeDecision, error) {
+// result's key (model, size, queues), through disk, the disk's directory
+// dev was read from, when the caller holds it open, else by dev's name;
+// so a caller that keeps the decision (the daemon) looks it up once per
+// disk and policy. A disk no rule probes, or without a scheduler, has the
+// zero decision; so has one that cannot be read whole, with the error. A
+// decision found is returned with the error of a seeded file that could
+// not be read, if any.
+func (p *Pipeline) LookUpProbe(pol *policy.Policy, dev *sysfs.Device, disk *sysfs.Disk) (ProbeDecision, error) {
 	pr, rule := pol.ProbeFor(dev)
 	if pr == nil || dev.Scheduler == nil {
 		return ProbeDecision{}, nil
 	}
-	full, err := p.FS.Device(dev.Name)
+	var full *sysfs.Device
+	var err error
+	if disk != nil {
+		full, err = disk.Read(sysfs.FactAll, sysfs.Ident{MajorMinor: dev.MajorMinor, DiskSeq: dev.DiskSeq})
+	} else {
+		full, err = p.FS.Device(dev.Name)
+	}
 	if err != nil {
 		return ProbeDecision{}, err
 	}
@@ -207,7 +215,7 @@ func (p *Pipeline) Assess(pol *policy.Policy, disk *sysfs.Disk, sc Scope) (a Ass
 		return Assessment{}, nil, err
 	}
 	ev := p.EvaluatePolicy(pol, dev)
-	dec, probeErr := p.LookUpProbe(pol, dev)
+	dec, probeErr := p.LookUpProbe(pol, dev, disk)
 	return p.Plan(dev, ev, dec), probeErr, nil
 }
 

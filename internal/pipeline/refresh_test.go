@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/iosched/iosched/internal/sysfs"
 	"github.com/iosched/iosched/internal/treetest"
@@ -71,5 +72,34 @@ func TestRefresh(t *testing.T) {
 	}
 	if !p.Gone(vda) {
 		t.Error("Gone(vda) false once its block/ link is removed")
+	}
+}
+
+// LookUpProbe reads the disk whole through the directory its caller holds
+// open: that disk's decision is found though its name no longer leads to
+// it (its block/ links gone, as when the disk is being removed), where a
+// lookup by name finds no disk.
+func TestLookUpProbeThroughTheOpenDisk(t *testing.T) {
+	t.Parallel()
+	tree := treetest.Copy(t, cloudTree)
+	p := newPipeline(t, tree)
+	rememberVDA(t, p.FS, p.StateDir, time.Now().Add(-time.Hour))
+	pol := parse(t, probingPolicy)
+	disk := openDisk(t, p, "vda")
+	dev, err := p.Read(disk, ScopeFor(pol), sysfs.Ident{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range []string{"block/vda", "class/block/vda"} {
+		if err := os.Remove(filepath.Join(tree, link)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	dec, err := p.LookUpProbe(pol, dev, disk)
+	if err != nil || dec.Report == nil || dec.Report.Winner != "none" {
+		t.Errorf("lookup through the open disk: %+v, %v; want the remembered decision for none", dec.Report, err)
+	}
+	if _, err := p.LookUpProbe(pol, dev, nil); !sysfs.Gone(err) {
+		t.Errorf("lookup by name with the name gone: %v, want no such disk", err)
 	}
 }
