@@ -19,7 +19,7 @@ import (
 // found gone one way whoever asks.
 
 // OpenDisk opens a disk's directory for a read followed by writes (see
-// sysfs.FS.OpenDiskToWrite): devpath, when not "", is its directory as
+// sysfs.FS.Open): devpath, when not "", is its directory as
 // its uevent names it.
 func (p *Pipeline) OpenDisk(name sysfs.Name, devpath string) (*sysfs.Disk, error) {
 	return p.FS.Open(name, devpath)

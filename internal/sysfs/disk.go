@@ -42,7 +42,7 @@ type Disk struct {
 	// position may have moved (a fresh one needs no lseek).
 	listed bool
 	// sched is queue/scheduler open for reading and writing (-1: not
-	// open), on a live sysfs, for a disk opened with OpenDiskToWrite:
+	// open), on a live sysfs, for a disk opened with Open:
 	// the read before the write, the write and its read back go through
 	// one open, where each open is two lookups under kernfs's lock.
 	sched     int
@@ -52,20 +52,15 @@ type Disk struct {
 // OpenDisk finds a disk's directory, as DeviceFacts does, and opens it.
 func (s FS) OpenDisk(name string) (*Disk, error) { return s.openDisk(name, "", false) }
 
-// OpenDiskToWrite is OpenDisk for a reader that may then write the disk's
-// scheduler (the daemon's pass): on a live sysfs, Read opens
-// queue/scheduler for reading and writing and keeps it open for the write,
-// one open where a read and a write take two. devpath, when not "", is the
-// disk's directory from the root as its uevent names it (DEVPATH,
-// "/devices/virtual/block/loop7"): opened directly, it spares the lookup
-// of the disk's link in block/; it must come from the disk's uevent
-// (openDevPath). When no directory is there, the disk is found by its name
-// as OpenDisk finds it.
-func (s FS) OpenDiskToWrite(name, devpath string) (*Disk, error) {
-	return s.openDisk(name, devpath, true)
-}
-
-// Open is OpenDiskToWrite for a name already checked where it entered.
+// Open is OpenDisk for a reader that may then write the disk's
+// scheduler (the daemon's pass), by a name already checked where it
+// entered: on a live sysfs, Read opens queue/scheduler for reading and
+// writing and keeps it open for the write, one open where a read and a
+// write take two. devpath, when not "", is the disk's directory from the
+// root as its uevent names it (DEVPATH, "/devices/virtual/block/loop7"):
+// opened directly, it spares the lookup of the disk's link in block/; it
+// must come from the disk's uevent (openDevPath). When no directory is
+// there, the disk is found by its name as OpenDisk finds it.
 func (s FS) Open(name Name, devpath string) (*Disk, error) {
 	if name.IsZero() {
 		return nil, fmt.Errorf("%w: empty", ErrInvalidName)

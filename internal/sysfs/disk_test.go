@@ -233,7 +233,7 @@ func TestDiskOpenAtDevPath(t *testing.T) {
 		"/devices/../../../devices/virtual/block/loop0", // cleaned to the same directory
 		"/sys/devices/virtual/block/loop0",              // not from the root
 	} {
-		disk, err := fs.OpenDiskToWrite("loop0", devpath)
+		disk, err := fs.Open(Name{"loop0"}, devpath)
 		if err != nil {
 			t.Fatalf("devpath %q: %v", devpath, err)
 		}

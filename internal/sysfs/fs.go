@@ -30,7 +30,7 @@ type FS struct {
 	// kernel's statement, not a file a copy left out.
 	live bool
 	// parents holds open the directories disks sit in, as their uevents
-	// name them (devices/virtual/block), for OpenDiskToWrite.
+	// name them (devices/virtual/block), for Open.
 	parents *parentDirs
 }
 

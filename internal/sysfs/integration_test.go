@@ -181,7 +181,7 @@ func TestIntegrationDiskToWrite(t *testing.T) {
 	looptest.Require(t)
 	l := looptest.Add(t, 7103)
 	fs := realFS(t)
-	disk, err := fs.OpenDiskToWrite(l.Name, "/devices/virtual/block/"+l.Name)
+	disk, err := fs.Open(diskName(t, l.Name), "/devices/virtual/block/"+l.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestIntegrationDiskToWrite(t *testing.T) {
 	}
 
 	// A devpath where no disk is: the disk is found by its name.
-	other, err := fs.OpenDiskToWrite(l.Name, "/devices/virtual/block/nosuch/"+l.Name)
+	other, err := fs.Open(diskName(t, l.Name), "/devices/virtual/block/nosuch/"+l.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestIntegrationDiskToWriteParentHeld(t *testing.T) {
 	b := looptest.Add(t, 7105)
 	fs := realFS(t)
 	read := func(name string) (*sysfs.Device, error) {
-		disk, err := fs.OpenDiskToWrite(name, "/devices/virtual/block/"+name)
+		disk, err := fs.Open(diskName(t, name), "/devices/virtual/block/"+name)
 		if err != nil {
 			return nil, err
 		}
@@ -253,4 +253,14 @@ func TestIntegrationDiskToWriteParentHeld(t *testing.T) {
 	if d, err := read(a.Name); err != nil || d.Name != a.Name {
 		t.Errorf("%s after: %+v, %v", a.Name, d, err)
 	}
+}
+
+// diskName is a disk name the test made, checked as every entry checks one.
+func diskName(t *testing.T, s string) sysfs.Name {
+	t.Helper()
+	n, err := sysfs.ParseName(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

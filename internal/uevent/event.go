@@ -23,7 +23,7 @@ type Event struct {
 	Ident sysfs.Ident
 	// DevPath is the disk's directory below /sys, as the event names it
 	// ("/devices/virtual/block/loop7"): where its pass finds the disk
-	// without looking up its link in /sys/block (sysfs.FS.OpenDiskToWrite).
+	// without looking up its link in /sys/block (sysfs.FS.Open).
 	DevPath string
 	// Lost: events may have been dropped, so every disk must be rescanned.
 	Lost bool
