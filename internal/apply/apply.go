@@ -74,18 +74,102 @@ type QueueAttrs interface {
 
 // WriteReader is a QueueAttrs that can also write an attribute and read it
 // back through one open file, one lookup of its path where a write and a
-// read take two (sysfs.FS and sysfs.Disk can). written reports whether the
-// write was made; err is then the read's failure.
+// read take two (sysfs.FS can). written reports whether the write was
+// made; err is then the read's failure.
 type WriteReader interface {
 	WriteReadQueueAttr(name, attr, value string) (got string, written bool, err error)
+}
+
+// Queue is one disk's queue attributes, where an Applier writes one plan:
+// a *sysfs.Disk (the disk's directory held open, so writes reach that
+// disk or fail), or a QueueAttrs seen for one disk (QueueOf).
+type Queue interface {
+	ReadQueueAttr(attr string) (string, error)
+	// WriteReadQueueAttr writes the attribute and reads back what the
+	// kernel kept; written reports whether the write was made, err is
+	// then the read's failure.
+	WriteReadQueueAttr(attr, value string) (got string, written bool, err error)
+	// Exists reports whether the disk is still there.
+	Exists() bool
 }
 
 var (
 	_ QueueAttrs  = sysfs.FS{}
 	_ WriteReader = sysfs.FS{}
-	_ QueueAttrs  = (*sysfs.Disk)(nil)
-	_ WriteReader = (*sysfs.Disk)(nil)
+	_ Queue       = (*sysfs.Disk)(nil)
+	_ Queue       = sysfs.Queue{}
 )
+
+// QueueOf is the queue of the disk name in attrs: through one open file
+// a write and its read back when attrs is a WriteReader, else a write,
+// then a read.
+func QueueOf(attrs QueueAttrs, name string) Queue { return namedQueue{attrs, name} }
+
+type namedQueue struct {
+	attrs QueueAttrs
+	name  string
+}
+
+func (q namedQueue) ReadQueueAttr(attr string) (string, error) {
+	return q.attrs.ReadQueueAttr(q.name, attr)
+}
+
+func (q namedQueue) WriteReadQueueAttr(attr, value string) (string, bool, error) {
+	if wr, ok := q.attrs.(WriteReader); ok {
+		return wr.WriteReadQueueAttr(q.name, attr, value)
+	}
+	if err := q.attrs.WriteQueueAttr(q.name, attr, value); err != nil {
+		return "", false, err
+	}
+	got, err := q.attrs.ReadQueueAttr(q.name, attr)
+	return got, true, err
+}
+
+func (q namedQueue) Exists() bool { return q.attrs.Exists(q.name) }
+
+// AttrsOf is q as the QueueAttrs of the disk name, which q must be: what
+// wraps a QueueAttrs (a recorder in tests) can wrap one disk's queue.
+// Another name is refused.
+func AttrsOf(q Queue, name string) QueueAttrs { return queueAttrs{q, name} }
+
+type queueAttrs struct {
+	q    Queue
+	name string
+}
+
+func (a queueAttrs) check(name string) error {
+	if name != a.name {
+		return fmt.Errorf("%s: not the disk held (%s)", name, a.name)
+	}
+	return nil
+}
+
+func (a queueAttrs) ReadQueueAttr(name, attr string) (string, error) {
+	if err := a.check(name); err != nil {
+		return "", err
+	}
+	return a.q.ReadQueueAttr(attr)
+}
+
+func (a queueAttrs) WriteQueueAttr(name, attr, value string) error {
+	if err := a.check(name); err != nil {
+		return err
+	}
+	_, written, err := a.q.WriteReadQueueAttr(attr, value)
+	if written {
+		return nil // the read back is not asked for
+	}
+	return err
+}
+
+func (a queueAttrs) WriteReadQueueAttr(name, attr, value string) (string, bool, error) {
+	if err := a.check(name); err != nil {
+		return "", false, err
+	}
+	return a.q.WriteReadQueueAttr(attr, value)
+}
+
+func (a queueAttrs) Exists(name string) bool { return name == a.name && a.q.Exists() }
 
 // Applier writes plans to one sysfs tree.
 type Applier struct {
@@ -173,6 +257,11 @@ func (a *Applier) Each(ctx context.Context, plans []plan.Plan) <-chan Indexed {
 // unwritten: they would land on the wrong scheduler. A disk that went away
 // stops the rest.
 func (a *Applier) Apply(ctx context.Context, p plan.Plan) Result {
+	return a.ApplyTo(ctx, QueueOf(a.FS, p.Name), p)
+}
+
+// ApplyTo is Apply through q, the queue of the plan's disk.
+func (a *Applier) ApplyTo(ctx context.Context, q Queue, p plan.Plan) Result {
 	r := Result{Device: p.Name, Outcomes: make([]Outcome, 0, len(p.Changes))}
 	schedulerFailed := false
 	var written []sysfs.Attr
@@ -192,7 +281,7 @@ func (a *Applier) Apply(ctx context.Context, p plan.Plan) Result {
 			// (sysfs.Attr.Resets), or one the plan could not know, is
 			// read again.
 			reread := c.From == "" || slices.ContainsFunc(written, func(w sysfs.Attr) bool { return w.Resets(attr) })
-			a.change(ctx, p.Name, &o, &r, reread)
+			a.change(ctx, q, &o, &r, reread)
 		}
 		if o.Status == Written || o.Status == Mismatch {
 			written = append(written, attr)
@@ -208,7 +297,7 @@ func (a *Applier) Apply(ctx context.Context, p plan.Plan) Result {
 // change makes one change: read the current value (when reread, else trust
 // the plan's), skip the write when it is already in place, write with EBUSY
 // retries, read back.
-func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result, reread bool) {
+func (a *Applier) change(ctx context.Context, q Queue, o *Outcome, r *Result, reread bool) {
 	before := o.From
 	if a.DryRun && o.After != "" {
 		// The write it waits for is not made in a dry run: what the
@@ -218,9 +307,9 @@ func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result
 	}
 	if reread {
 		var err error
-		if before, err = a.FS.ReadQueueAttr(name, o.Attribute); err != nil {
+		if before, err = q.ReadQueueAttr(o.Attribute); err != nil {
 			o.Status, o.Err = Failed, err
-			r.Gone = sysfs.Gone(err) && !a.FS.Exists(name)
+			r.Gone = sysfs.Gone(err) && !q.Exists()
 			return
 		}
 	}
@@ -233,7 +322,6 @@ func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result
 		o.Status = Planned
 		return
 	}
-	wr, oneOpen := a.FS.(WriteReader)
 	wait := a.backoff()
 	var (
 		got     string
@@ -242,12 +330,7 @@ func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result
 	)
 	for try := 0; ; try++ {
 		r.Writes++
-		if oneOpen {
-			got, written, err = wr.WriteReadQueueAttr(name, o.Attribute, o.To)
-		} else if err = a.FS.WriteQueueAttr(name, o.Attribute, o.To); err == nil {
-			written = true
-			got, err = a.FS.ReadQueueAttr(name, o.Attribute)
-		}
+		got, written, err = q.WriteReadQueueAttr(o.Attribute, o.To)
 		if written || !errors.Is(err, syscall.EBUSY) || try >= a.retries() {
 			break
 		}
@@ -263,13 +346,13 @@ func (a *Applier) change(ctx context.Context, name string, o *Outcome, r *Result
 	}
 	if err != nil && !written {
 		o.Status, o.Err = Failed, err
-		r.Gone = sysfs.Gone(err) && !a.FS.Exists(name)
+		r.Gone = sysfs.Gone(err) && !q.Exists()
 		return
 	}
 	switch {
 	case err != nil:
 		o.Status, o.Err = Failed, fmt.Errorf("written, but reading it back: %w", err)
-		r.Gone = sysfs.Gone(err) && !a.FS.Exists(name)
+		r.Gone = sysfs.Gone(err) && !q.Exists()
 	case got != o.To:
 		o.Status, o.Got = Mismatch, got
 		o.Err = fmt.Errorf("the kernel kept %q", got)

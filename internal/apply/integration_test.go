@@ -92,7 +92,7 @@ func TestIntegrationApplyThroughDiskHandle(t *testing.T) {
 		{Attribute: "nr_requests", To: "64", Rule: "test", After: "scheduler"},
 		{Attribute: "iosched/fifo_batch", To: "8", Rule: "test", After: "scheduler"},
 	}}
-	r := (&Applier{FS: disk}).Apply(context.Background(), p)
+	r := (&Applier{}).ApplyTo(context.Background(), disk, p)
 	if r.Failed() || r.Writes != 3 {
 		t.Fatalf("%d writes, %+v", r.Writes, r.Outcomes)
 	}

@@ -56,7 +56,7 @@ Exit status: 0 when everything is in place, 1 if anything failed.`,
 			_, rs, _, err := e.assess(args, pipeline.ScopeFor, applyParallel, func(pipe *pipeline.Pipeline, r *diskResult, disk *sysfs.Disk) {
 				res := apply.Result{Device: r.name, Outcomes: []apply.Outcome{}}
 				if !r.Plan.Empty() {
-					written, err := pipe.Write(ctx, locks, apply.Applier{FS: disk, DryRun: dryRun}, r.Plan, nil)
+					written, err := pipe.Write(ctx, locks, apply.Applier{DryRun: dryRun}, disk, r.Plan, nil)
 					if err == nil {
 						res = written
 					} else {

@@ -344,7 +344,7 @@ func (d *Daemon) sampleDue(now time.Time) {
 				d.log.Info("adaptive: switching", "device", act.name, "from", dec.From, "to", dec.To, "reason", dec.Reason)
 			}
 			d.metrics.AdaptSwitched(dec.To, dec.Revert)
-			d.kick(act.name, settingsOnly, nil, nil)
+			d.kickKnown(act.name, settingsOnly)
 		}
 		if act.news {
 			d.markChanged()
@@ -370,7 +370,7 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 		return adaptAction{}, false
 	}
 	if x.stat == nil {
-		st, err := observe.Open(observe.StatPath(d.fs.Root(), name))
+		st, err := observe.Open(d.pipe.StatPath(name))
 		if err != nil {
 			d.log.Debug("adaptive: the disk's stat file", "device", name, "error", err)
 			return adaptAction{}, false

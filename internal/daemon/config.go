@@ -109,6 +109,10 @@ type hooks struct {
 	probeStep func(name, step string)
 	// passStarted, when set, is called as each pass over a disk starts.
 	passStarted func(name string)
+	// owed, when set, is called with what is owed to a disk after each
+	// ask merges into it (kick), under the queue's lock: it must return
+	// at once.
+	owed func(name string, j job)
 	// adaptGap, when set, is called for each sample of an adaptive disk
 	// not given to its controller because a probe held the disk.
 	adaptGap func(name string)

@@ -36,13 +36,13 @@ func fakeDaemon(t *testing.T, policyText string, disks ...string) (*running, *ue
 
 func (r *running) attr(t *testing.T, name, attr string) string {
 	t.Helper()
-	return readFake(t, r.d.fs, name, attr)
+	return readFake(t, r.d.cfg.FS, name, attr)
 }
 
 func (r *running) waitAttr(t *testing.T, name, attr, want string) {
 	t.Helper()
 	waitFor(t, 5*time.Second, fmt.Sprintf("%s %s = %s", name, attr, want), func() bool {
-		v, err := r.d.fs.ReadQueueAttr(name, attr)
+		v, err := r.d.cfg.FS.ReadQueueAttr(name, attr)
 		return err == nil && v == want
 	})
 }
@@ -74,7 +74,7 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 		t.Errorf("writes to a disk that needed nothing: %+v", w)
 	}
 
-	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
+	addFakeDisk(t, r.d.cfg.FS.Root(), "loop20001", 1)
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	if got := r.attr(t, "loop20001", "scheduler"); got != "mq-deadline" {
@@ -102,7 +102,7 @@ func TestDaemonAppliesAtStartAndOnEvents(t *testing.T) {
 
 	// A partition's event is ignored; a removal forgets the disk.
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001p1", "partition")}
-	removeFakeDisk(t, r.d.fs, "loop20001")
+	removeFakeDisk(t, r.d.cfg.FS, "loop20001")
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20001", "disk")}
 	waitFor(t, 5*time.Second, "loop20001 to be forgotten", func() bool { return r.state(t).Disks["loop20001"] == nil })
 	if lines := r.log.Lines("level=ERROR"); len(lines) > 0 {
@@ -114,7 +114,7 @@ func TestDaemonRescansAfterLostEvents(t *testing.T) {
 	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
 	// A disk appears, and its event is lost with others.
-	addFakeDisk(t, r.d.fs.Root(), "loop20005", 5)
+	addFakeDisk(t, r.d.cfg.FS.Root(), "loop20005", 5)
 	c.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS}
 	r.waitAttr(t, "loop20005", "scheduler", "mq-deadline")
 	waitFor(t, 5*time.Second, "the state to show the rescan", func() bool {
@@ -127,7 +127,7 @@ func TestDaemonRepairsDrift(t *testing.T) {
 	t.Parallel()
 	var rec writeRecorder
 	r, _ := fakeDaemonWith(t, testPolicy("[daemon]\nreconcile_interval = \"100ms\"\n"), rec.record, "loop20000")
-	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/queue/nr_requests"), "32\n")
+	writeFile(t, filepath.Join(r.d.cfg.FS.Root(), "block/loop20000/queue/nr_requests"), "32\n")
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state to show the drift repaired", func() bool {
 		c := r.state(t).LastChange
@@ -155,7 +155,7 @@ func TestDaemonReload(t *testing.T) {
 		return st.LastReload != nil && !st.LastReload.OK
 	})
 	// The old policy stays in force, for a new disk too.
-	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
+	addFakeDisk(t, r.d.cfg.FS.Root(), "loop20001", 1)
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state to tell the failed reload", func() bool {
@@ -340,13 +340,13 @@ func TestRestoreOnExit(t *testing.T) {
 	// A crash: the settings stay as the daemon made them, the originals
 	// file stays. The next daemon finds nothing to change, and restores
 	// the first-seen values, not the ones it found.
-	root := r.d.fs.Root()
+	root := r.d.cfg.FS.Root()
 	writeFile(t, filepath.Join(root, "block/loop20000/queue/scheduler"), "none [mq-deadline] kyber\n")
 	writeFile(t, filepath.Join(root, "block/loop20000/queue/nr_requests"), "64\n")
 	writeFile(t, filepath.Join(r.stateDir, "originals.json"), string(saved))
 	var rec writeRecorder
 	r2 := start(t, policy, rec.record, func(cfg *Config) {
-		cfg.FS = r.d.fs
+		cfg.FS = r.d.cfg.FS
 		cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
 		cfg.StateDir = r.stateDir
 	})
@@ -528,7 +528,16 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		var hold atomic.Bool
 		entered := make(chan struct{}, 1)
 		release := make(chan struct{})
+		var owedMu sync.Mutex
+		var owed []passKind // what loop20000 is owed after each ask
 		r, c := fakeDaemonWith(t, testPolicy(""), func(cfg *Config) {
+			cfg.hooks.owed = func(name string, j job) {
+				if name == "loop20000" {
+					owedMu.Lock()
+					owed = append(owed, j.kind)
+					owedMu.Unlock()
+				}
+			}
 			cfg.hooks.evaluate = func(p *policy.Policy, dev *sysfs.Device, stop func() bool) (policy.Evaluation, bool) {
 				if hold.CompareAndSwap(true, false) {
 					entered <- struct{}{}
@@ -540,16 +549,18 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 		hold.Store(true)
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20000", "disk")}
 		<-entered // loop20000's pass is running: what follows waits for it
-		removeFakeDisk(t, r.d.fs, "loop20000")
-		addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
+		removeFakeDisk(t, r.d.cfg.FS, "loop20000")
+		addFakeDisk(t, r.d.cfg.FS.Root(), "loop20000", 0)
 		// Another disk: the same device number (as a loop device
 		// re-added has), another diskseq.
-		writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/diskseq"), "200\n")
+		writeFile(t, filepath.Join(r.d.cfg.FS.Root(), "block/loop20000/diskseq"), "200\n")
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")}
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20000", "disk")}
 		waitFor(t, 5*time.Second, "the removal and the add to merge", func() bool {
-			next, ok := r.d.queue.Next("loop20000")
-			return ok && next.kind == full && r.passes.Load() >= 2
+			owedMu.Lock()
+			defer owedMu.Unlock()
+			n := len(owed)
+			return n >= 2 && owed[n-2] == removal && owed[n-1] == full
 		})
 		close(release)
 		r.waitAttr(t, "loop20000", "nr_requests", "64")
@@ -562,8 +573,8 @@ func TestReplacedDiskIsNotDrift(t *testing.T) {
 	})
 	t.Run("events lost", func(t *testing.T) {
 		r, c := fakeDaemon(t, testPolicy(""), "loop20000")
-		removeFakeDisk(t, r.d.fs, "loop20000")
-		addFakeDisk(t, r.d.fs.Root(), "loop20000", 5) // 7:5
+		removeFakeDisk(t, r.d.cfg.FS, "loop20000")
+		addFakeDisk(t, r.d.cfg.FS.Root(), "loop20000", 5) // 7:5
 		c.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS}
 		r.waitAttr(t, "loop20000", "nr_requests", "64")
 		waitFor(t, 5*time.Second, "the new disk's changes to be logged", func() bool {

@@ -67,9 +67,9 @@ func TestRemoveUeventForADiskStillThere(t *testing.T) {
 func TestStaleRemoveUeventKeepsTheNewDisk(t *testing.T) {
 	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(restorePolicy), "loop20000")
-	removeFakeDisk(t, r.d.fs, "loop20000")
-	addFakeDisk(t, r.d.fs.Root(), "loop20000", 0)
-	writeFile(t, filepath.Join(r.d.fs.Root(), "block/loop20000/diskseq"), "200\n")
+	removeFakeDisk(t, r.d.cfg.FS, "loop20000")
+	addFakeDisk(t, r.d.cfg.FS.Root(), "loop20000", 0)
+	writeFile(t, filepath.Join(r.d.cfg.FS.Root(), "block/loop20000/diskseq"), "200\n")
 	passes := r.passes.Load()
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")} // the old disk's; the new one's add was lost
 	r.waitPasses(t, passes+1)
@@ -205,7 +205,7 @@ func TestSlowPolicyLoadDoesNotBlockTheLoop(t *testing.T) {
 	}, "loop20000")
 	slow.Store(true)
 	r.signals <- syscall.SIGHUP
-	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
+	addFakeDisk(t, r.d.cfg.FS.Root(), "loop20001", 1)
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state file to list the new disk", func() bool { return r.state(t).Disks["loop20001"] != nil })
@@ -332,7 +332,7 @@ func TestStopReachesAnEvaluation(t *testing.T) {
 func TestSecondDaemonOnOneRuntimeDir(t *testing.T) {
 	t.Parallel()
 	r, _ := fakeDaemon(t, testPolicy(""), "loop20000")
-	second, err := New(Config{PolicyPath: r.policy, FS: r.d.fs, RuntimeDir: r.runtimeDir, StateDir: t.TempDir(),
+	second, err := New(Config{PolicyPath: r.policy, FS: r.d.cfg.FS, RuntimeDir: r.runtimeDir, StateDir: t.TempDir(),
 		LockFile: r.lockFile, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Signals: make(chan os.Signal),
 		hooks: hooks{dial: newFakeDialer(ueventtest.NewConn()).dial}})
 	if err != nil {

@@ -37,6 +37,9 @@ const removal passKind = -1
 // (package internal/tasks) keeps who waits for it, and starts each
 // disk's owed work from the zero job: settingsOnly, nothing else known.
 type job struct {
+	// disk is the disk's name, checked where it entered (its uevent, the
+	// scan, or the record of a disk known).
+	disk  sysfs.Name
 	kind  passKind
 	props map[string]string
 	// ident is the device number and diskseq the newest uevent gave, so a
@@ -83,6 +86,33 @@ func (j *job) merge(kind passKind, ev *uevent.Event) {
 // kick asks the queue for a pass over name, for the uevent ev (nil: a
 // scan). wg, when set, is done once a pass that started after this call
 // has finished.
-func (d *Daemon) kick(name string, kind passKind, ev *uevent.Event, wg *tasks.Barrier) {
-	d.queue.Kick(name, wg, func(j *job) { j.merge(kind, ev) })
+func (d *Daemon) kick(name sysfs.Name, kind passKind, ev *uevent.Event, wg *tasks.Barrier) {
+	d.queue.Kick(name.String(), wg, func(j *job) {
+		j.disk = name
+		j.merge(kind, ev)
+		if d.cfg.hooks.owed != nil {
+			d.cfg.hooks.owed(name.String(), *j)
+		}
+	})
+}
+
+// kickKnown is kick, without an event, for a disk the daemon has a record
+// of (a probe ended, an adaptive switch, udevd's grace over): its name
+// was checked when the record was made. One forgotten since is checked
+// again, as its pass tells whether there is a disk of that name.
+func (d *Daemon) kickKnown(name string, kind passKind) {
+	d.mu.Lock()
+	rec := d.disks[name]
+	d.mu.Unlock()
+	var n sysfs.Name
+	if rec != nil {
+		n = rec.name
+	}
+	if n.IsZero() {
+		var err error
+		if n, err = sysfs.ParseName(name); err != nil {
+			return
+		}
+	}
+	d.kick(n, kind, nil, nil)
 }

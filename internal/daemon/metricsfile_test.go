@@ -47,7 +47,7 @@ func TestDaemonMetricsFileFollowsItsWriter(t *testing.T) {
 	// is logged once.
 	reload(missing)
 	for i := range 3 {
-		addFakeDisk(t, r.d.fs.Root(), fmt.Sprintf("loop2001%d", i), 1)
+		addFakeDisk(t, r.d.cfg.FS.Root(), fmt.Sprintf("loop2001%d", i), 1)
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", fmt.Sprintf("loop2001%d", i), "disk")}
 		r.waitAttr(t, fmt.Sprintf("loop2001%d", i), "nr_requests", "64")
 	}

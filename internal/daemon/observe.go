@@ -2,17 +2,14 @@ package daemon
 
 import (
 	"context"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/iosched/iosched/internal/fileio"
 	"github.com/iosched/iosched/internal/metrics"
 	"github.com/iosched/iosched/internal/observe"
+	"github.com/iosched/iosched/internal/pipeline"
 	"github.com/iosched/iosched/internal/policy"
-	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -58,7 +55,7 @@ func (d *Daemon) observeDisk(pol *policy.Policy, dev *sysfs.Device) {
 		o.disks = map[string]*observedDisk{}
 		o.wake = make(chan struct{}, 1)
 	}
-	d.metrics.SetDiskInfo(dev.Name, diskInfo(d.fs, dev))
+	d.metrics.SetDiskInfo(dev.Name, diskInfo(d.pipe, dev))
 	x := o.disks[dev.Name]
 	if x != nil && x.interval == interval {
 		return
@@ -159,7 +156,7 @@ func (d *Daemon) sampleObservedDue(now time.Time) {
 		}
 		x.next = nextSample(now, x.interval)
 		if x.obs == nil {
-			obs, err := observe.NewObserver(observe.StatPath(d.fs.Root(), name))
+			obs, err := observe.NewObserver(d.pipe.StatPath(name))
 			if err != nil {
 				d.log.Debug("observe: the disk's stat file", "device", name, "error", err)
 				continue
@@ -202,21 +199,8 @@ func busyDepths(dp observe.Depths) metrics.BusyDepths {
 
 // diskInfo is what the metrics say of an observed disk: its probe key and
 // that key's parts.
-func diskInfo(fs sysfs.FS, dev *sysfs.Device) metrics.DiskInfo {
-	k := probe.KeyOf(fs, dev)
-	rot := "unknown"
-	switch {
-	case dev.Rotational != nil && *dev.Rotational:
-		rot = "1"
-	case dev.Rotational != nil:
-		rot = "0"
-	default:
-		// A pass reads only the facts its policy asks about.
-		b, err := fileio.Read(filepath.Join(fs.Root(), "block", dev.Name, "queue", "rotational"), 64)
-		if v := strings.TrimSpace(string(b)); err == nil && (v == "0" || v == "1") {
-			rot = v
-		}
-	}
+func diskInfo(p *pipeline.Pipeline, dev *sysfs.Device) metrics.DiskInfo {
+	k, rot := p.Identity(dev)
 	return metrics.DiskInfo{Key: k.String(), Class: k.Class, Driver: k.Driver, Model: k.Model,
 		HWQueues: strconv.Itoa(k.HWQueues), Rotational: rot}
 }

@@ -28,7 +28,7 @@ metrics_file = "` + metricsFile + `"
 `
 	r, c := fakeDaemon(t, pol, "loop20000", "loop20001")
 	statOf := func(name string) string {
-		return filepath.Join(r.d.fs.Root(), "devices", "virtual", "block", name, "stat")
+		return filepath.Join(r.d.cfg.FS.Root(), "devices", "virtual", "block", name, "stat")
 	}
 	// Both disks have counters. loop20000's grow as a disk's would, at
 	// most half busy whatever the pace (10 ms busy per 20 ms or more),
@@ -75,7 +75,7 @@ metrics_file = "` + metricsFile + `"
 		t.Errorf("loop20001, which no rule observes, has busy series:\n%s", s)
 	}
 
-	removeFakeDisk(t, r.d.fs, "loop20000")
+	removeFakeDisk(t, r.d.cfg.FS, "loop20000")
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")}
 	waitFor(t, 30*time.Second, "loop20000's series gone", func() bool {
 		return !strings.Contains(read(), `disk="loop20000"`)

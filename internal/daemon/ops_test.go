@@ -52,7 +52,7 @@ func TestDaemonWritesMetrics(t *testing.T) {
 	pol := func(path string) string { return testPolicy("") + fmt.Sprintf("\n[daemon]\nmetrics_file = %q\n", path) }
 	r, c := fakeDaemon(t, pol(first), "loop20000")
 
-	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
+	addFakeDisk(t, r.d.cfg.FS.Root(), "loop20001", 1)
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	var fams map[string]*dto.MetricFamily
@@ -82,7 +82,7 @@ func TestDaemonWritesMetrics(t *testing.T) {
 	})
 
 	// Drift repaired counts as such.
-	writeFile(t, filepath.Join(r.d.fs.Root(), "devices/virtual/block/loop20000/queue/nr_requests"), "128\n")
+	writeFile(t, filepath.Join(r.d.cfg.FS.Root(), "devices/virtual/block/loop20000/queue/nr_requests"), "128\n")
 	r.signals <- syscall.SIGUSR1
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the drift repair and the reconcile to be counted", func() bool {
@@ -107,7 +107,7 @@ func TestDaemonWritesMetrics(t *testing.T) {
 func TestDaemonWithoutMetricsFile(t *testing.T) {
 	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(""), "loop20000")
-	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
+	addFakeDisk(t, r.d.cfg.FS.Root(), "loop20001", 1)
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	r.waitAttr(t, "loop20001", "nr_requests", "64")
 	waitFor(t, 5*time.Second, "the state to show the last burst", func() bool {
@@ -243,7 +243,7 @@ func TestUdevModeRefusedInPrivateNetworkNamespace(t *testing.T) {
 	if fd.Count() != 0 {
 		t.Errorf("the refused daemon opened %d uevent sockets", fd.Count())
 	}
-	if got := readFake(t, d.fs, "loop20000", "scheduler"); got != "none" {
+	if got := readFake(t, d.cfg.FS, "loop20000", "scheduler"); got != "none" {
 		t.Errorf("the refused daemon wrote: scheduler %s", got)
 	}
 }

@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -23,6 +21,7 @@ import (
 // hundred bytes. Only the disk's own pass writes it (the queue never runs
 // two at once); the state writer reads state under Daemon.mu.
 type disk struct {
+	name sysfs.Name
 	// snap holds the facts as last read, and only the values of the
 	// attributes the policy sets.
 	snap *sysfs.Device
@@ -56,6 +55,7 @@ func (rec *disk) settled(attr, value string) bool {
 // pass brings one disk to its policy: read it, evaluate the policy, plan,
 // apply, remember. A disk that needs nothing costs its reads and no log.
 func (d *Daemon) pass(name string, j job) {
+	disk := j.disk
 	defer func() {
 		// A bug met on one disk must not take the others down with it.
 		if v := recover(); v != nil {
@@ -66,7 +66,7 @@ func (d *Daemon) pass(name string, j job) {
 		d.cfg.hooks.passStarted(name)
 	}
 	if j.kind == removal {
-		if d.gone(name) {
+		if d.pipe.Gone(disk) {
 			d.forget(name)
 			return
 		}
@@ -76,8 +76,8 @@ func (d *Daemon) pass(name string, j job) {
 		return // its probe switches the scheduler; a pass follows it
 	}
 	pol := d.policy.Load()
-	rec := d.record(name)
-	dev, ev, diskDir, err := d.readDisk(pol, name, rec, j)
+	rec := d.record(disk)
+	dev, ev, diskDir, err := d.readDisk(pol, disk, rec, j)
 	if diskDir != nil {
 		defer diskDir.Close()
 	}
@@ -92,7 +92,13 @@ func (d *Daemon) pass(name string, j job) {
 	if d.stopping.Load() {
 		return // a stop abandons what has not started writing (ev may be cut short)
 	}
-	a := d.pipe.Plan(dev, ev, d.adaptDecision(pol, dev, d.probeDecision(pol, dev, ev)))
+	if len(ev.Matched) == 0 && len(rec.state.Rules) > 0 {
+		// The rules that matched on the last pass no longer do (a
+		// reload, facts changed): what ran for them ends. Only this
+		// pass writes rec.state, so it is read without the lock.
+		d.teardown(name, noRuleMatches)
+	}
+	a := d.pipe.Plan(dev, ev, d.adaptDecision(pol, dev, d.probeDecision(pol, dev, ev, diskDir)))
 	d.observeDisk(pol, dev)
 	ev, p := a.Eval, a.Plan
 	// A pass udevd's processed event asked for retries what was held: a
@@ -112,12 +118,12 @@ func (d *Daemon) pass(name string, j job) {
 		if d.probes.holds(name) {
 			return // the daemon's probe is switching its scheduler
 		}
-		applier := d.applier
+		var q apply.Queue = d.pipe.Queue(disk)
 		if diskDir != nil {
-			applier.FS = diskDir // written where it was read
+			q = diskDir // written where it was read
 		}
 		if d.cfg.hooks.passTarget != nil {
-			applier.FS = d.cfg.hooks.passTarget(applier.FS)
+			q = apply.QueueOf(d.cfg.hooks.passTarget(apply.AttrsOf(q, name)), name)
 		}
 		var remember func()
 		if pol.Daemon.RestoreOnExit {
@@ -134,7 +140,7 @@ func (d *Daemon) pass(name string, j job) {
 		// The disk's lock is taken after the check above, so no probe
 		// starts between it and the writes.
 		var err error
-		res, err = d.pipe.Write(d.passCtx, d.locks, applier, p, remember)
+		res, err = d.pipe.Write(d.passCtx, d.locks, d.applier, q, p, remember)
 		switch {
 		case disklock.IsBusy(err):
 			d.noteHeld(name, rec, err) // another process probes it (or writes its settings)
@@ -168,7 +174,7 @@ func (d *Daemon) pass(name string, j job) {
 // for the writes (the caller closes it). A settingsOnly pass is full too when the
 // policy (reloaded) tests a fact the snapshot was not read with, or NOWAIT,
 // never tested on this disk.
-func (d *Daemon) readDisk(pol *policy.Policy, name string, rec *disk, j job) (*sysfs.Device, policy.Evaluation, *sysfs.Disk, error) {
+func (d *Daemon) readDisk(pol *policy.Policy, disk sysfs.Name, rec *disk, j job) (*sysfs.Device, policy.Evaluation, *sysfs.Disk, error) {
 	sc := pipeline.ScopeFor(pol)
 	if j.props != nil {
 		rec.props = j.props
@@ -180,13 +186,13 @@ func (d *Daemon) readDisk(pol *policy.Policy, name string, rec *disk, j job) (*s
 		// A probing rule sets the scheduler by its decision (or an
 		// adaptive choice) even when its [rule.set] does not.
 		probed, _ := pol.ProbeFor(dev)
-		err := d.refresh(dev, ev, probed != nil)
+		err := d.pipe.Refresh(d.pipe.Queue(disk), dev, ev, probed != nil)
 		if err == nil || sysfs.Gone(err) {
 			return dev, ev, nil, err
 		}
 		// Something unexpected: read the disk afresh.
 	}
-	diskDir, err := d.fs.OpenDiskToWrite(name, j.devpath)
+	diskDir, err := d.pipe.OpenDisk(disk, j.devpath)
 	if err != nil {
 		return nil, policy.Evaluation{}, nil, err
 	}
@@ -207,7 +213,7 @@ func (d *Daemon) readDisk(pol *policy.Policy, name string, rec *disk, j job) (*s
 	if rec.snap != nil && (rec.snap.MajorMinor != dev.MajorMinor || rec.snap.DiskSeq != dev.DiskSeq) {
 		// Another disk under the same name: its removal and arrival
 		// were among events lost (this is the rescan after).
-		d.renew(name, rec, j.props)
+		d.renew(disk.String(), rec, j.props)
 	}
 	rec.facts = sc.Facts
 	if rec.props == nil && d.udev {
@@ -219,47 +225,6 @@ func (d *Daemon) readDisk(pol *policy.Policy, name string, rec *disk, j job) (*s
 	ev := d.pipe.EvaluatePolicy(pol, dev)
 	handed = true
 	return dev, ev, diskDir, nil
-}
-
-// refresh re-reads into dev the attributes ev sets, and the scheduler when
-// a probe decides it (probed). Facts stay as last read: they change only
-// with a uevent, which brings a full pass.
-func (d *Daemon) refresh(dev *sysfs.Device, ev policy.Evaluation, probed bool) error {
-	sched := probed
-	for _, s := range ev.Settings {
-		sched = sched || sysfs.Attr(s.Attribute).Kind() == sysfs.KindScheduler
-	}
-	if sched && dev.Scheduler != nil {
-		active, offered, err := d.fs.ReadScheduler(dev.Name)
-		if err != nil {
-			return d.readError(dev.Name, err)
-		}
-		dev.SetValue(sysfs.Attr(schedulerAttr), active) // a switch drops the old scheduler's parameters
-		dev.Schedulers = offered
-	}
-	for _, s := range ev.Settings {
-		attr := sysfs.Attr(s.Attribute)
-		if attr.Kind() == sysfs.KindScheduler {
-			continue
-		}
-		v, err := d.fs.ReadQueueAttr(dev.Name, s.Attribute)
-		switch {
-		case err == nil:
-			dev.SetValue(attr, v)
-		case errors.Is(err, fs.ErrNotExist) && d.fs.Exists(dev.Name):
-			dev.DeleteValue(attr) // hidden on this queue, or not this scheduler's
-		default:
-			return d.readError(dev.Name, err)
-		}
-	}
-	return nil
-}
-
-func (d *Daemon) readError(name string, err error) error {
-	if sysfs.Gone(err) && !d.fs.Exists(name) {
-		return fmt.Errorf("%w: %s", sysfs.ErrNoDevice, name)
-	}
-	return err
 }
 
 // settle records in dev the values apply found or left.
@@ -381,75 +346,90 @@ func (d *Daemon) noteRefusals(rec *disk, res apply.Result) map[string]bool {
 	return repeated
 }
 
-// gone reports whether sysfs says the disk is gone: its directory is, or its
-// queue directory, which the kernel removes before it sends the disk's
-// "remove" uevent (block/genhd.c, del_gendisk: blk_unregister_queue comes
-// before device_del).
-func (d *Daemon) gone(name string) bool {
-	if !d.fs.Exists(name) {
-		return true
-	}
-	_, err := d.fs.ReadQueueAttr(name, "scheduler")
-	return err != nil && sysfs.Gone(err)
-}
-
 // record returns the disk's memory, creating it on first sight.
-func (d *Daemon) record(name string) *disk {
+func (d *Daemon) record(name sysfs.Name) *disk {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	rec := d.disks[name]
+	rec := d.disks[name.String()]
 	if rec == nil {
-		rec = &disk{}
-		d.disks[name] = rec
+		rec = &disk{name: name}
+		d.disks[name.String()] = rec
 	}
 	return rec
 }
 
 // renew forgets what rec remembers of the disk that had its name before:
 // what it settled (or the new disk's first writes would be logged as
-// drift), its snapshot, its original values, and its udev properties unless
-// props (this pass's event's) are the new disk's.
+// drift), its snapshot, its refusals, what runs for it (teardown), and its
+// udev properties unless props (this pass's event's) are the new disk's.
 func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
 	d.mu.Lock()
 	rec.state = statefile.DiskState{}
 	d.mu.Unlock()
 	rec.snap, rec.props, rec.refused = nil, props, nil
-	d.probes.cancel(name)
-	d.metrics.ForgetProbe(name)
-	d.dropAdaptive(name, "another disk has its name")
-	d.dropObserved(name)
-	if d.orig != nil {
-		d.orig.Forget(name)
-	}
+	d.teardown(name, diskReplaced)
 	d.log.Debug("another disk under the same name", "device", name)
 }
 
-// forget drops a disk that went away.
+// forget drops a disk that went away: its record (with its refusals) and
+// what runs for it (teardown).
 func (d *Daemon) forget(name string) {
 	d.mu.Lock()
 	_, known := d.disks[name]
 	delete(d.disks, name)
 	d.mu.Unlock()
-	d.probes.cancel(name)
-	d.metrics.ForgetProbe(name)
-	d.dropAdaptive(name, "it went away")
-	d.dropObserved(name)
-	if d.orig != nil {
-		d.orig.Forget(name)
-	}
+	d.teardown(name, diskGone)
 	if known {
 		d.log.Debug("disk removed", "device", name)
 		d.markChanged()
 	}
 }
 
+// ending is why teardown ends what runs for a disk.
+type ending int
+
+const (
+	diskGone      ending = iota // removed: nothing of it is kept
+	diskReplaced                // another disk has its name: nothing of it is kept
+	noRuleMatches               // its original values stay owed to restore_on_exit
+	daemonStops                 // its original values are restored next
+)
+
+func (e ending) String() string {
+	return [...]string{"it went away", "another disk has its name", "no rule matches it", "the daemon stops"}[e]
+}
+
+// teardown is the one way what the daemon runs or keeps for a disk beside
+// its record ends: its probe is cancelled (it puts back what it changed),
+// its adaptive controller and its observer stop, their series go, and,
+// for a disk gone or replaced, its original values are forgotten (they
+// are another disk's, or no disk's). Each part does nothing for a disk
+// without it. Called from the disk's own pass, or at stop once no pass
+// writes.
+func (d *Daemon) teardown(name string, why ending) {
+	d.probes.cancel(name)
+	d.metrics.ForgetProbe(name)
+	d.dropAdaptive(name, why.String())
+	d.dropObserved(name)
+	if d.orig != nil && (why == diskGone || why == diskReplaced) {
+		d.orig.Forget(name)
+	}
+}
+
+// teardownAll is teardown of every disk remembered, at stop.
+func (d *Daemon) teardownAll() {
+	for name := range d.knownNames() {
+		d.teardown(name.String(), daemonStops)
+	}
+}
+
 // knownNames lists the disks the daemon remembers.
-func (d *Daemon) knownNames() map[string]bool {
+func (d *Daemon) knownNames() map[sysfs.Name]bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[string]bool, len(d.disks))
-	for n := range d.disks {
-		out[n] = true
+	out := make(map[sysfs.Name]bool, len(d.disks))
+	for _, rec := range d.disks {
+		out[rec.name] = true
 	}
 	return out
 }
@@ -473,7 +453,7 @@ func (d *Daemon) scan(kind passKind, reason string) scanResult {
 	start := time.Now()
 	d.metrics.Rescan(rescanReason(reason))
 	writes := d.writes.Load()
-	names, err := d.fs.Disks()
+	names, err := d.pipe.Names()
 	if err != nil {
 		d.log.Error("listing disks", "error", err)
 	}

@@ -238,22 +238,10 @@ const probeTask = "probe "
 
 func isProbeTask(name string) bool { return strings.HasPrefix(name, probeTask) }
 
-// cancelAll cancels every probe: each restores what it changed, and its
-// task ends.
-func (p *probes) cancelAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, dp := range p.disks {
-		if dp.cancel != nil {
-			dp.cancel()
-		}
-	}
-}
-
 // recoverProbes puts back the settings of probes a killed process left
 // half done, before the first pass reads the disks.
 func (d *Daemon) recoverProbes() {
-	recovered, err := probe.RecoverInterrupted(d.cfg.StateDir, d.locks, d.fs)
+	recovered, err := probe.RecoverInterrupted(d.cfg.StateDir, d.locks, d.pipe.FS)
 	if err != nil {
 		d.log.Error("restoring the settings of interrupted probes", "error", err)
 	}
@@ -297,7 +285,7 @@ func (p *probes) seedErrors() []string {
 }
 
 func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
-	return &probe.Runner{FS: d.fs, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Locks: d.locks, Store: probe.NewStore(d.cfg.StateDir, pipeline.SeedsOf(pol)),
+	return &probe.Runner{FS: d.pipe.FS, DevDir: d.cfg.DevDir, StateDir: d.cfg.StateDir, Locks: d.locks, Store: probe.NewStore(d.cfg.StateDir, pipeline.SeedsOf(pol)),
 		Procs: d.procs.Raise, InFlight: d.inFlight}
 }
 
@@ -305,7 +293,7 @@ func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
 // disk a probing rule matches that has no decision yet is looked up in the
 // remembered and seeded results (once), and without one its probe is
 // queued: the decision is pending, ev's settings the interim ones.
-func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.Evaluation) pipeline.ProbeDecision {
+func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.Evaluation, diskDir *sysfs.Disk) pipeline.ProbeDecision {
 	pr, rule := pol.ProbeFor(dev)
 	if pr == nil || dev.Scheduler == nil {
 		d.probes.cancel(dev.Name) // no longer probed (its facts changed)
@@ -316,7 +304,7 @@ func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.
 	dp := d.probes.disks[name]
 	d.probes.mu.Unlock()
 	if dp == nil {
-		dp = d.lookUpProbe(pol, dev, rule, pr, ev)
+		dp = d.lookUpProbe(pol, dev, diskDir, rule, pr, ev)
 	}
 	d.probes.mu.Lock()
 	rep := dp.report
@@ -325,9 +313,9 @@ func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.
 }
 
 // lookUpProbe finds the disk's remembered or seeded decision
-// (pipeline.LookUpProbe, which reads the disk whole: once per disk and
-// policy), else queues its probe.
-func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string, pr *policy.Probe, ev policy.Evaluation) *diskProbe {
+// (pipeline.LookUpProbe, which reads the disk whole, through diskDir when
+// this pass opened it: once per disk and policy), else queues its probe.
+func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, diskDir *sysfs.Disk, rule string, pr *policy.Probe, ev policy.Evaluation) *diskProbe {
 	name := dev.Name
 	dp := &diskProbe{state: statefile.ProbeState{Rule: rule, Status: "pending", Since: time.Now()}}
 	for _, s := range ev.Settings {
@@ -337,7 +325,7 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, rule string,
 	}
 	opts := pipeline.ProbeOptions(pr)
 	runner := d.probeRunner(pol)
-	dec, err := d.pipe.LookUpProbe(pol, dev)
+	dec, err := d.pipe.LookUpProbe(pol, dev, diskDir)
 	if rep := dec.Report; rep != nil {
 		dp.report = rep
 		dp.state.Status, dp.state.Winner, dp.state.Provenance, dp.state.From = "decided", rep.Winner, rep.Provenance, rep.From
@@ -521,11 +509,16 @@ func (r *probeRun) measure() (*probe.Report, time.Duration, error) {
 	rep, err := r.runner.Probe(r.ctx, r.name, r.opts, false, r.probe.MaxAge)
 	took := time.Since(start)
 	if done := rep.RestoreDone(); done != nil {
-		go func() {
-			<-done
-			d.probes.endMeasuring(r.name)
-			d.kick(r.name, full, nil, nil)
-		}()
+		// Not a probe task: the stop's wait for probes is for their
+		// cancellation, not for a disk that does not answer.
+		d.tasks.Do("restore wait "+r.name, func(ctx context.Context) {
+			select {
+			case <-done:
+				d.probes.endMeasuring(r.name)
+				d.kickKnown(r.name, full)
+			case <-ctx.Done(): // the daemon has stopped: no pass follows
+			}
+		})
 	} else {
 		d.probes.endMeasuring(r.name)
 	}
@@ -583,12 +576,12 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 		delete(d.probes.failed, r.name)
 		d.probes.mu.Unlock()
 		d.log.Info("probe decided", "device", r.name, "rule", r.rule, "winner", rep.Winner, "provenance", rep.Provenance, "took", took.Round(time.Millisecond))
-		d.kick(r.name, full, nil, nil)
+		d.kickKnown(r.name, full)
 		return false
 	case errors.As(err, &ref) && ref.Busy:
 		r.update(func() { r.dp.state.Status, r.dp.state.Error = "pending", ref.Reason })
 		d.log.Info("probe postponed: the disk is busy", "device", r.name, "reason", ref.Reason, "retry_in", d.probes.retry)
-		d.kick(r.name, settingsOnly, nil, nil) // the settings held while it ran
+		d.kickKnown(r.name, settingsOnly) // the settings held while it ran
 		return true
 	default:
 		status := "failed"
@@ -599,7 +592,7 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 		until := r.failed(status, err)
 		d.log.Warn("probe "+status+"; the interim settings stay", "device", r.name, "rule", r.rule, "error", err,
 			"retry_after", until.UTC().Format(time.RFC3339))
-		d.kick(r.name, full, nil, nil)
+		d.kickKnown(r.name, full)
 		return false
 	}
 }
@@ -625,7 +618,7 @@ func (r *probeRun) cancelled() {
 	r.d.probes.mu.Lock()
 	r.dp.state.Status = "cancelled"
 	r.d.probes.mu.Unlock()
-	r.d.kick(r.name, full, nil, nil)
+	r.d.kickKnown(r.name, full)
 }
 
 // update changes the disk's probe state unless its probe was cancelled

@@ -105,7 +105,7 @@ func TestStuckDiskDoesNotBlockLaterRescans(t *testing.T) {
 	stuck.Store(true)
 	c.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS} // rescan 1: hangs on loop20000
 	<-entered
-	addFakeDisk(t, r.d.fs.Root(), "loop20001", 1)
+	addFakeDisk(t, r.d.cfg.FS.Root(), "loop20001", 1)
 	c.Msgs <- ueventtest.Msg{Err: syscall.ENOBUFS} // loop20001's add was lost
 	r.waitAttr(t, "loop20001", "scheduler", "mq-deadline")
 	if len(r.log.Lines("still being written after the scan timeout")) == 0 {

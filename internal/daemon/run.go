@@ -29,7 +29,6 @@ import (
 type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
-	fs      sysfs.FS
 	applier apply.Applier
 	pipe    *pipeline.Pipeline
 	queue   *tasks.Queue[job]
@@ -106,7 +105,6 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg:            cfg,
 		log:            cfg.Logger,
-		fs:             cfg.FS,
 		applier:        apply.Applier{FS: cfg.FS},
 		pipe:           &pipeline.Pipeline{FS: cfg.FS, Nodes: devnode.NodesFor(cfg.FS.Root(), cfg.DevDir), StateDir: cfg.StateDir},
 		disks:          map[string]*disk{},
@@ -200,7 +198,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// against what the daemon left, which a probe's candidate still on a
 	// disk would hide.
 	d.recoverProbes()
-	if d.orig, err = restore.Load(d.cfg.StateDir, d.fs, d.log); err != nil {
+	if d.orig, err = restore.Load(d.cfg.StateDir, d.pipe.FS, d.log); err != nil {
 		if pol.Daemon.RestoreOnExit {
 			return err
 		}

@@ -47,7 +47,10 @@ func (d *Daemon) stop(stopStateWriter func()) error {
 	stopStateWriter()
 	d.notify(sd.SdNotifyStopping)
 	deadline := time.Now().Add(d.cfg.StopTimeout) // probes and passes share it
-	d.probes.cancelAll()
+	// Every disk's probe is cancelled (it puts back what it changed),
+	// and its adaptive controller stops switching it: nothing switches a
+	// disk under the restore below.
+	d.teardownAll()
 	if left := d.tasks.WaitFor(d.cfg.StopTimeout, isProbeTask); len(left) > 0 {
 		d.log.Warn("a probe was still restoring its disk at stop", "probes", left, "waited", d.cfg.StopTimeout)
 	}

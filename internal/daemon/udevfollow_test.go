@@ -37,7 +37,7 @@ func followedDaemon(t *testing.T, mods ...func(*Config)) (r *running, kernel, ud
 func TestDaemonFollowsUdevd(t *testing.T) {
 	t.Parallel()
 	r, _, udevd := followedDaemon(t)
-	sched := filepath.Join(r.d.fs.Root(), "block/loop20000/queue/scheduler")
+	sched := filepath.Join(r.d.cfg.FS.Root(), "block/loop20000/queue/scheduler")
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
 
 	// The rule ran: bfq. udevd says it is done.
@@ -99,7 +99,7 @@ func TestDaemonUdevModeDoesNotFollowTwice(t *testing.T) {
 // Scans are not held back.
 func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
 	r, kernel, udevd := followedDaemon(t, func(c *Config) { c.hooks.udevdGrace = 300 * time.Millisecond })
-	root := r.d.fs.Root()
+	root := r.d.cfg.FS.Root()
 	// udevd is heard: it runs.
 	udevd.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop20000", "disk")}
 	waitFor(t, 5*time.Second, "udevd to be heard", func() bool { return !r.d.follow.Heard().IsZero() })

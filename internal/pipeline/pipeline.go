@@ -131,17 +131,25 @@ func (d ProbeDecision) Decided(ev policy.Evaluation) policy.Evaluation {
 // LookUpProbe finds the decision remembered (probes.json in StateDir) or
 // seeded (pol's [daemon] probe_results) for dev under the [rule.probe] that
 // matches it, younger than the rule's max_age. It reads the disk whole, the
-// result's key (model, size, queues), so a caller that keeps the decision
-// (the daemon) looks it up once per disk and policy. A disk no rule probes,
-// or without a scheduler, has the zero decision; so has one that cannot be
-// read whole, with the error. A decision found is returned with the error
-// of a seeded file that could not be read, if any.
-func (p *Pipeline) LookUpProbe(pol *policy.Policy, dev *sysfs.Device) (ProbeDecision, error) {
+// result's key (model, size, queues), through disk, the disk's directory
+// dev was read from, when the caller holds it open, else by dev's name;
+// so a caller that keeps the decision (the daemon) looks it up once per
+// disk and policy. A disk no rule probes, or without a scheduler, has the
+// zero decision; so has one that cannot be read whole, with the error. A
+// decision found is returned with the error of a seeded file that could
+// not be read, if any.
+func (p *Pipeline) LookUpProbe(pol *policy.Policy, dev *sysfs.Device, disk *sysfs.Disk) (ProbeDecision, error) {
 	pr, rule := pol.ProbeFor(dev)
 	if pr == nil || dev.Scheduler == nil {
 		return ProbeDecision{}, nil
 	}
-	full, err := p.FS.Device(dev.Name)
+	var full *sysfs.Device
+	var err error
+	if disk != nil {
+		full, err = disk.Read(sysfs.FactAll, sysfs.Ident{MajorMinor: dev.MajorMinor, DiskSeq: dev.DiskSeq})
+	} else {
+		full, err = p.FS.Device(dev.Name)
+	}
 	if err != nil {
 		return ProbeDecision{}, err
 	}
@@ -207,11 +215,12 @@ func (p *Pipeline) Assess(pol *policy.Policy, disk *sysfs.Disk, sc Scope) (a Ass
 		return Assessment{}, nil, err
 	}
 	ev := p.EvaluatePolicy(pol, dev)
-	dec, probeErr := p.LookUpProbe(pol, dev)
+	dec, probeErr := p.LookUpProbe(pol, dev, disk)
 	return p.Plan(dev, ev, dec), probeErr, nil
 }
 
-// Write makes pl's changes on its disk through a, holding the disk's lock
+// Write makes pl's changes on its disk, through q (the disk's queue), with
+// a's retries and dry run, holding the disk's lock
 // in locks around them: no probe starts switching the disk's scheduler
 // while they run, and none runs when they start (two scheduler switches at
 // once on one queue can crash the kernel, and a probe would put its
@@ -219,7 +228,7 @@ func (p *Pipeline) Assess(pol *policy.Policy, disk *sysfs.Disk, sc Scope) (a Ass
 // runs under the lock before the first write. A lock held by another is an
 // error for which disklock.IsBusy holds, and nothing is written. A dry run
 // (a.DryRun) writes nothing and takes no lock.
-func (p *Pipeline) Write(ctx context.Context, locks *disklock.Locks, a apply.Applier, pl plan.Plan, prepare func()) (apply.Result, error) {
+func (p *Pipeline) Write(ctx context.Context, locks *disklock.Locks, a apply.Applier, q apply.Queue, pl plan.Plan, prepare func()) (apply.Result, error) {
 	if !a.DryRun {
 		unlock, err := locks.LockToWrite(pl.Name)
 		if err != nil {
@@ -230,5 +239,5 @@ func (p *Pipeline) Write(ctx context.Context, locks *disklock.Locks, a apply.App
 	if prepare != nil {
 		prepare()
 	}
-	return a.Apply(ctx, pl), nil
+	return a.ApplyTo(ctx, q, pl), nil
 }

@@ -352,18 +352,18 @@ func TestWriteUnderTheDisksLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	prepared := false
-	res, err := p.Write(context.Background(), writer, apply.Applier{FS: disk}, a.Plan, func() { prepared = true })
+	res, err := p.Write(context.Background(), writer, apply.Applier{}, disk, a.Plan, func() { prepared = true })
 	if !disklock.IsBusy(err) || prepared || res.Writes != 0 || queueFile(t, p, a.Device, "nr_requests") != before {
 		t.Errorf("held by a probe: err %v, prepared %v, %d writes; want busy and nothing done", err, prepared, res.Writes)
 	}
-	res, err = p.Write(context.Background(), writer, apply.Applier{FS: disk, DryRun: true}, a.Plan, nil)
+	res, err = p.Write(context.Background(), writer, apply.Applier{DryRun: true}, disk, a.Plan, nil)
 	if err != nil || res.Writes != 0 || len(res.Outcomes) != 1 || res.Outcomes[0].Status != apply.Planned {
 		t.Errorf("dry run while held: err %v, %+v; want the change planned, no lock asked", err, res)
 	}
 	unlock()
 
 	var heldInPrepare, writtenBeforePrepare bool
-	res, err = p.Write(context.Background(), writer, apply.Applier{FS: disk}, a.Plan, func() {
+	res, err = p.Write(context.Background(), writer, apply.Applier{}, disk, a.Plan, func() {
 		heldInPrepare = prober.Held("nbd0")
 		writtenBeforePrepare = queueFile(t, p, a.Device, "nr_requests") != before
 	})

@@ -135,7 +135,7 @@ func lookUpAll(tb testing.TB, p *Pipeline, pol *policy.Policy, names []string, p
 			for name := range next {
 				dev, err := p.FS.DeviceFacts(name, pol.Needs())
 				if err == nil {
-					_, err = p.LookUpProbe(pol, dev)
+					_, err = p.LookUpProbe(pol, dev, nil)
 				}
 				if err != nil {
 					tb.Error(err)

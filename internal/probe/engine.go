@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -154,17 +155,36 @@ func NewEngine(name string) (Engine, error) {
 	return nil, fmt.Errorf("no engine can read here: %w", errors.Join(errs...))
 }
 
+// EngineName is the name of the engine NewEngine(name) would return,
+// without setting one up: a named engine is known by its name, so a
+// lookup of remembered results (Runner.Lookup) sets up no io_uring ring
+// to learn it. For "", the first engine the kernel allows is found once a
+// process (defaultEngine): which one does not change while it runs.
+func EngineName(name string) (string, error) {
+	if name != "" {
+		if _, ok := engineSpecOf(name); !ok {
+			return "", fmt.Errorf("unknown engine %q: want %s", name, strings.Join(probeopt.EngineNames(), " or "))
+		}
+		return name, nil
+	}
+	return defaultEngine()
+}
+
+var defaultEngine = sync.OnceValues(func() (string, error) {
+	eng, err := NewEngine("")
+	if err != nil {
+		return "", err
+	}
+	return eng.Name(), nil
+})
+
 // procsFor is how many goroutines a probe with o needs running at once
 // (see engineSpec.procs): 0 when its engine needs no more than one.
 func procsFor(o Options) int {
 	o.fill()
-	name := o.Engine
-	if name == "" {
-		eng, err := NewEngine("")
-		if err != nil {
-			return 0
-		}
-		name = eng.Name()
+	name, err := EngineName(o.Engine)
+	if err != nil {
+		return 0
 	}
 	if e, ok := engineSpecOf(name); ok && e.procs != nil {
 		return e.procs(slices.Max(measuredDepths(o.Depths, o.Depth)))

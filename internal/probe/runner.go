@@ -60,7 +60,7 @@ func (r *Runner) Lookup(dev *sysfs.Device, o Options, maxAge time.Duration) (*Re
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	eng, err := NewEngine(o.Engine)
+	engine, err := EngineName(o.Engine)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (r *Runner) Lookup(dev *sysfs.Device, o Options, maxAge time.Duration) (*Re
 	want := Want{
 		// The depths a probe of this disk measures (Run caps them the
 		// same way).
-		Method: Method{Engine: eng.Name(), Depth: o.Depth, BlockSize: o.BlockSize, Depths: CapDepths(o.Depths, key.QueueDepth), Candidates: offered},
+		Method: Method{Engine: engine, Depth: o.Depth, BlockSize: o.BlockSize, Depths: CapDepths(o.Depths, key.QueueDepth), Candidates: offered},
 		Choose: o.Choose, Margin: o.Margin, MaxAge: maxAge, Incumbent: offered[0],
 	}
 	if dev.Scheduler != nil && slices.Contains(offered, *dev.Scheduler) {

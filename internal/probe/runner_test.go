@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/probe/probeopt"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -158,5 +160,33 @@ func TestRunnerFlatResult(t *testing.T) {
 		case flat == 0 && rep != nil:
 			t.Errorf("depths 1, 4 asked so served a lookup of 1, 4, 16, 64: %+v", rep)
 		}
+	}
+}
+
+// A lookup of remembered results needs the engine's name only: it sets up
+// no engine (for io_uring, a ring). Not parallel: it swaps the engine
+// table, which the parallel tests, run after it, read.
+func TestLookupSetsUpNoEngine(t *testing.T) {
+	fs, err := sysfs.NewFS("../../testdata/sysfs/cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := fs.Device("vda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := slices.Clone(engines)
+	t.Cleanup(func() { engines = saved })
+	for i := range engines {
+		engines[i].new = func() (Engine, error) {
+			t.Errorf("a lookup set up the %s engine", engines[i].name)
+			return nil, errors.New("not in this test")
+		}
+	}
+	state := t.TempDir()
+	r := &Runner{FS: fs, StateDir: state, Store: OpenStore(state, nil)}
+	o := Options{Options: probeopt.Options{Candidates: []string{"none", "mq-deadline"}, Engine: EngineIOUring}}
+	if rep, err := r.Lookup(dev, o, 0); rep != nil || err != nil {
+		t.Errorf("lookup in an empty store: %+v, %v; want nothing found", rep, err)
 	}
 }

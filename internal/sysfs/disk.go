@@ -24,13 +24,14 @@ import (
 // disk's name, confined to the root by hand, and that last guarantee is
 // not given.)
 //
-// Disk has FS's queue attribute methods, for this disk only (another name
-// is refused), so an applier can write through it. A Disk is for one
+// Disk has FS's queue attribute methods for this disk, without a name:
+// what is read or written through it is this disk's, so an applier
+// writes through it. A Disk is for one
 // goroutine: the directory is listed once a handle, from its descriptor.
 // Close it when done.
 type Disk struct {
 	fs   FS
-	name string
+	name Name
 	dir  string // the directory, absolute, as resolved
 	fd   int    // the directory, open
 	// confined: fd was opened confined to the root, so writes may be
@@ -41,7 +42,7 @@ type Disk struct {
 	// position may have moved (a fresh one needs no lseek).
 	listed bool
 	// sched is queue/scheduler open for reading and writing (-1: not
-	// open), on a live sysfs, for a disk opened with OpenDiskToWrite:
+	// open), on a live sysfs, for a disk opened with Open:
 	// the read before the write, the write and its read back go through
 	// one open, where each open is two lookups under kernfs's lock.
 	sched     int
@@ -51,29 +52,40 @@ type Disk struct {
 // OpenDisk finds a disk's directory, as DeviceFacts does, and opens it.
 func (s FS) OpenDisk(name string) (*Disk, error) { return s.openDisk(name, "", false) }
 
-// OpenDiskToWrite is OpenDisk for a reader that may then write the disk's
-// scheduler (the daemon's pass): on a live sysfs, Read opens
-// queue/scheduler for reading and writing and keeps it open for the write,
-// one open where a read and a write take two. devpath, when not "", is the
-// disk's directory from the root as its uevent names it (DEVPATH,
-// "/devices/virtual/block/loop7"): opened directly, it spares the lookup
-// of the disk's link in block/; it must come from the disk's uevent
-// (openDevPath). When no directory is there, the disk is found by its name
-// as OpenDisk finds it.
-func (s FS) OpenDiskToWrite(name, devpath string) (*Disk, error) {
-	return s.openDisk(name, devpath, true)
+// Open is OpenDisk for a reader that may then write the disk's
+// scheduler (the daemon's pass), by a name already checked where it
+// entered: on a live sysfs, Read opens queue/scheduler for reading and
+// writing and keeps it open for the write, one open where a read and a
+// write take two. devpath, when not "", is the disk's directory from the
+// root as its uevent names it (DEVPATH, "/devices/virtual/block/loop7"):
+// opened directly, it spares the lookup of the disk's link in block/; it
+// must come from the disk's uevent (openDevPath). When no directory is
+// there, the disk is found by its name as OpenDisk finds it.
+func (s FS) Open(name Name, devpath string) (*Disk, error) {
+	if name.IsZero() {
+		return nil, fmt.Errorf("%w: empty", ErrInvalidName)
+	}
+	return s.open(name, devpath, true)
 }
 
 func (s FS) openDisk(name, devpath string, toWrite bool) (*Disk, error) {
-	if err := ValidateName(name); err != nil {
+	n, err := ParseName(name)
+	if err != nil {
 		return nil, err
 	}
-	dir, fd, confined, err := s.resolveAt(name, devpath)
+	return s.open(n, devpath, toWrite)
+}
+
+func (s FS) open(name Name, devpath string, toWrite bool) (*Disk, error) {
+	dir, fd, confined, err := s.resolveAt(name.s, devpath)
 	if err != nil {
 		return nil, err
 	}
 	return &Disk{fs: s, name: name, dir: dir, fd: fd, confined: confined, sched: -1, keepSched: toWrite && confined && s.live}, nil
 }
+
+// Name is the disk's name.
+func (disk *Disk) Name() Name { return disk.name }
 
 // Close closes the directory.
 func (disk *Disk) Close() error {
@@ -112,14 +124,15 @@ func (disk *Disk) readScheduler() (b []byte, err error, ok bool) {
 
 // Exists reports whether this disk (not just one of its name) is still
 // there: a removed disk's directory finds nothing any more.
-func (disk *Disk) Exists(name string) bool {
+func (disk *Disk) Exists() bool {
 	var st unix.Stat_t
-	return name == disk.name && unix.Fstatat(disk.fd, "dev", &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	return unix.Fstatat(disk.fd, "dev", &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 }
 
 // ReadQueueAttr reads queue/<attr>, as FS.ReadQueueAttr.
-func (disk *Disk) ReadQueueAttr(name, attr string) (string, error) {
-	rel, err := disk.attrRel(name, attr)
+func (disk *Disk) ReadQueueAttr(attr string) (string, error) {
+	name := disk.name.s
+	rel, err := disk.attrRel(attr)
 	if err != nil {
 		return "", err
 	}
@@ -135,8 +148,8 @@ func (disk *Disk) ReadQueueAttr(name, attr string) (string, error) {
 }
 
 // WriteQueueAttr writes queue/<attr>, as FS.WriteQueueAttr.
-func (disk *Disk) WriteQueueAttr(name, attr, value string) error {
-	_, written, err := disk.WriteReadQueueAttr(name, attr, value)
+func (disk *Disk) WriteQueueAttr(attr, value string) error {
+	_, written, err := disk.WriteReadQueueAttr(attr, value)
 	if written {
 		return nil // the read back is not asked for
 	}
@@ -145,13 +158,14 @@ func (disk *Disk) WriteQueueAttr(name, attr, value string) error {
 
 // WriteReadQueueAttr writes queue/<attr> and reads it back through one open
 // file, as FS.WriteReadQueueAttr.
-func (disk *Disk) WriteReadQueueAttr(name, attr, value string) (got string, written bool, err error) {
-	rel, err := disk.attrRel(name, attr)
+func (disk *Disk) WriteReadQueueAttr(attr, value string) (got string, written bool, err error) {
+	name := disk.name.s
+	rel, err := disk.attrRel(attr)
 	if err != nil {
 		return "", false, err
 	}
 	if !disk.confined {
-		return disk.fs.WriteReadQueueAttr(name, attr, value)
+		return disk.fs.writeReadQueueAttr(name, attr, value)
 	}
 	if attr == "scheduler" && disk.sched >= 0 {
 		// Open since the read before this write (readScheduler). A
@@ -169,7 +183,7 @@ func (disk *Disk) WriteReadQueueAttr(name, attr, value string) (got string, writ
 	if err == errNoOpenat2 {
 		// No confined open relative to the directory: by the disk's
 		// path from the root, confined there.
-		return disk.fs.WriteReadQueueAttr(name, attr, value)
+		return disk.fs.writeReadQueueAttr(name, attr, value)
 	}
 	if err != nil {
 		return "", false, attrError(name, attr, "write", err)
@@ -182,11 +196,8 @@ func (disk *Disk) WriteReadQueueAttr(name, attr, value string) (got string, writ
 	return got, true, err
 }
 
-func (disk *Disk) attrRel(name, attr string) (string, error) {
-	if name != disk.name {
-		return "", fmt.Errorf("%s: not the disk opened (%s)", name, disk.name)
-	}
-	if err := checkAttr(name, attr); err != nil {
+func (disk *Disk) attrRel(attr string) (string, error) {
+	if err := checkAttr(disk.name.s, attr); err != nil {
 		return "", err
 	}
 	return path.Join("queue", attr), nil

@@ -3,7 +3,6 @@ package sysfs
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -39,30 +38,30 @@ func TestDiskReadWriteThroughDirectory(t *testing.T) {
 		t.Errorf("second Facts = %+v, %v", again, err)
 	}
 
-	got, written, err := disk.WriteReadQueueAttr("loop0", "scheduler", "mq-deadline")
+	got, written, err := disk.WriteReadQueueAttr("scheduler", "mq-deadline")
 	if err != nil || !written || got != "mq-deadline" {
 		t.Fatalf("WriteReadQueueAttr = %q, %v, %v", got, written, err)
 	}
 	if v, err := fs.ReadQueueAttr("loop0", "scheduler"); err != nil || v != "mq-deadline" {
 		t.Errorf("scheduler read by name after the write = %q, %v", v, err)
 	}
-	if err := disk.WriteQueueAttr("loop0", "nomerges", "2"); err != nil {
+	if err := disk.WriteQueueAttr("nomerges", "2"); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := disk.ReadQueueAttr("loop0", "nomerges"); err != nil || v != "2" {
+	if v, err := disk.ReadQueueAttr("nomerges"); err != nil || v != "2" {
 		t.Errorf("nomerges = %q, %v", v, err)
 	}
-	if _, _, err := disk.WriteReadQueueAttr("loop0", "rq_affinity_x", "1"); err == nil {
+	if _, _, err := disk.WriteReadQueueAttr("rq_affinity_x", "1"); err == nil {
 		t.Error("an attribute iosched does not manage was written")
 	}
-	if err := disk.WriteQueueAttr("vda", "nomerges", "2"); err == nil || !strings.Contains(err.Error(), "not the disk opened") {
-		t.Errorf("writing another disk through loop0's handle: %v", err)
+	if disk.Name().String() != "loop0" {
+		t.Errorf("the handle's name: %q, want loop0", disk.Name())
 	}
-	if _, err := disk.ReadQueueAttr("loop0", "no_such_attr_q"); err == nil {
+	if _, err := disk.ReadQueueAttr("no_such_attr_q"); err == nil {
 		t.Error("read of an unmanaged attribute accepted")
 	}
-	if !disk.Exists("loop0") || disk.Exists("vda") {
-		t.Error("Exists: want true for its own name only")
+	if !disk.Exists() {
+		t.Error("Exists: false for a disk that is there")
 	}
 }
 
@@ -116,14 +115,14 @@ func TestDiskRemovedUnderHandle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if disk.Exists("loop0") {
+	if disk.Exists() {
 		t.Error("the old handle says its disk exists")
 	}
-	_, written, err := disk.WriteReadQueueAttr("loop0", "scheduler", "mq-deadline")
+	_, written, err := disk.WriteReadQueueAttr("scheduler", "mq-deadline")
 	if written || !Gone(err) {
 		t.Errorf("write through the old handle: written %v, %v; want a Gone error", written, err)
 	}
-	if _, err := disk.ReadQueueAttr("loop0", "scheduler"); !Gone(err) {
+	if _, err := disk.ReadQueueAttr("scheduler"); !Gone(err) {
 		t.Errorf("read through the old handle: %v; want a Gone error", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "queue", "scheduler")); string(b) != "[none] mq-deadline\n" {
@@ -167,7 +166,7 @@ func TestDiskWriteStaysBelowDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer disk.Close()
-	if _, written, err := disk.WriteReadQueueAttr("loop0", "nomerges", "2"); err == nil || written {
+	if _, written, err := disk.WriteReadQueueAttr("nomerges", "2"); err == nil || written {
 		t.Errorf("write through a link out of the disk's directory: written %v, %v", written, err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(outside, "nomerges")); string(b) != "0\n" {
@@ -208,7 +207,7 @@ func TestDiskDirectoryThroughLinkOutOfRoot(t *testing.T) {
 			}
 			fs := newFS(t, root)
 			if disk, err := fs.OpenDisk("loop0"); err == nil {
-				disk.WriteQueueAttr("loop0", "scheduler", "mq-deadline")
+				disk.WriteQueueAttr("scheduler", "mq-deadline")
 				disk.Close()
 			}
 			fs.WriteQueueAttr("loop0", "scheduler", "mq-deadline")
@@ -234,7 +233,7 @@ func TestDiskOpenAtDevPath(t *testing.T) {
 		"/devices/../../../devices/virtual/block/loop0", // cleaned to the same directory
 		"/sys/devices/virtual/block/loop0",              // not from the root
 	} {
-		disk, err := fs.OpenDiskToWrite("loop0", devpath)
+		disk, err := fs.Open(Name{"loop0"}, devpath)
 		if err != nil {
 			t.Fatalf("devpath %q: %v", devpath, err)
 		}
@@ -245,7 +244,7 @@ func TestDiskOpenAtDevPath(t *testing.T) {
 		if disk.keepSched || disk.sched >= 0 {
 			t.Errorf("devpath %q: a copied tree's scheduler file kept open", devpath)
 		}
-		got, written, err := disk.WriteReadQueueAttr("loop0", "scheduler", "mq-deadline")
+		got, written, err := disk.WriteReadQueueAttr("scheduler", "mq-deadline")
 		if err != nil || !written || got != "mq-deadline" {
 			t.Errorf("devpath %q: WriteReadQueueAttr = %q, %v, %v", devpath, got, written, err)
 		}

@@ -103,7 +103,7 @@ type Ident struct {
 // each disk of a burst. An event older than the disk (queued behind events
 // that were lost) has another diskseq, and dev is read.
 func (disk *Disk) Read(want Facts, known Ident) (*Device, error) {
-	s, name, resolved := disk.fs, disk.name, disk.dir
+	s, name, resolved := disk.fs, disk.name.s, disk.dir
 	d := &Device{Name: name, Tunables: map[string]string{}, IOSched: map[string]string{}, Errors: []string{}}
 	d.Path, _ = filepath.Rel(s.rootAbs(), resolved)
 	d.Path = filepath.ToSlash(d.Path)

@@ -30,7 +30,7 @@ type FS struct {
 	// kernel's statement, not a file a copy left out.
 	live bool
 	// parents holds open the directories disks sit in, as their uevents
-	// name them (devices/virtual/block), for OpenDiskToWrite.
+	// name them (devices/virtual/block), for Open.
 	parents *parentDirs
 }
 
@@ -343,6 +343,11 @@ func (s FS) Exists(name string) bool {
 	if ValidateName(name) != nil {
 		return false
 	}
+	return s.exists(name)
+}
+
+// exists is Exists for a name already checked.
+func (s FS) exists(name string) bool {
 	_, err := os.Stat(s.blockDir(name))
 	return err == nil
 }

@@ -149,12 +149,12 @@ func TestIntegrationDiskHandle(t *testing.T) {
 	if err != nil || d.MajorMinor != "7:7102" || d.Scheduler == nil || *d.Scheduler != "none" {
 		t.Fatalf("Facts = %+v, %v", d, err)
 	}
-	got, written, err := disk.WriteReadQueueAttr(l.Name, "scheduler", "mq-deadline")
+	got, written, err := disk.WriteReadQueueAttr("scheduler", "mq-deadline")
 	if err != nil || !written || got != "mq-deadline" {
 		t.Fatalf("WriteReadQueueAttr = %q, %v, %v", got, written, err)
 	}
 	// Through the handle too: mq-deadline's own files are there now.
-	if v, err := disk.ReadQueueAttr(l.Name, "iosched/fifo_batch"); err != nil || v == "" {
+	if v, err := disk.ReadQueueAttr("iosched/fifo_batch"); err != nil || v == "" {
 		t.Errorf("mq-deadline's fifo_batch through the handle = %q, %v", v, err)
 	}
 
@@ -162,10 +162,10 @@ func TestIntegrationDiskHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := looptest.Add(t, 7102)
-	if disk.Exists(l.Name) {
+	if disk.Exists() {
 		t.Error("the old handle says its disk exists after removal")
 	}
-	_, written, err = disk.WriteReadQueueAttr(l.Name, "scheduler", "mq-deadline")
+	_, written, err = disk.WriteReadQueueAttr("scheduler", "mq-deadline")
 	if written || !sysfs.Gone(err) {
 		t.Errorf("write through the removed disk's handle: written %v, %v", written, err)
 	}
@@ -181,7 +181,7 @@ func TestIntegrationDiskToWrite(t *testing.T) {
 	looptest.Require(t)
 	l := looptest.Add(t, 7103)
 	fs := realFS(t)
-	disk, err := fs.OpenDiskToWrite(l.Name, "/devices/virtual/block/"+l.Name)
+	disk, err := fs.Open(diskName(t, l.Name), "/devices/virtual/block/"+l.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestIntegrationDiskToWrite(t *testing.T) {
 	if !slices.Contains(d.Schedulers, "mq-deadline") {
 		t.Fatalf("schedulers offered %q", d.Schedulers)
 	}
-	got, written, err := disk.WriteReadQueueAttr(l.Name, "scheduler", "mq-deadline")
+	got, written, err := disk.WriteReadQueueAttr("scheduler", "mq-deadline")
 	if err != nil || !written || got != "mq-deadline" {
 		t.Fatalf("WriteReadQueueAttr = %q, %v, %v", got, written, err)
 	}
@@ -202,12 +202,12 @@ func TestIntegrationDiskToWrite(t *testing.T) {
 	}
 	// A second switch through the same open file (an EBUSY retry writes
 	// again): sysfs takes it whatever the file's position.
-	if got, written, err := disk.WriteReadQueueAttr(l.Name, "scheduler", "none"); err != nil || !written || got != "none" {
+	if got, written, err := disk.WriteReadQueueAttr("scheduler", "none"); err != nil || !written || got != "none" {
 		t.Errorf("second WriteReadQueueAttr = %q, %v, %v", got, written, err)
 	}
 
 	// A devpath where no disk is: the disk is found by its name.
-	other, err := fs.OpenDiskToWrite(l.Name, "/devices/virtual/block/nosuch/"+l.Name)
+	other, err := fs.Open(diskName(t, l.Name), "/devices/virtual/block/nosuch/"+l.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestIntegrationDiskToWriteParentHeld(t *testing.T) {
 	b := looptest.Add(t, 7105)
 	fs := realFS(t)
 	read := func(name string) (*sysfs.Device, error) {
-		disk, err := fs.OpenDiskToWrite(name, "/devices/virtual/block/"+name)
+		disk, err := fs.Open(diskName(t, name), "/devices/virtual/block/"+name)
 		if err != nil {
 			return nil, err
 		}
@@ -253,4 +253,14 @@ func TestIntegrationDiskToWriteParentHeld(t *testing.T) {
 	if d, err := read(a.Name); err != nil || d.Name != a.Name {
 		t.Errorf("%s after: %+v, %v", a.Name, d, err)
 	}
+}
+
+// diskName is a disk name the test made, checked as every entry checks one.
+func diskName(t *testing.T, s string) sysfs.Name {
+	t.Helper()
+	n, err := sysfs.ParseName(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

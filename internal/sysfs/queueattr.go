@@ -32,6 +32,11 @@ func (s FS) queueAttrRel(name, attr string) (string, error) {
 	if err := ValidateName(name); err != nil {
 		return "", err
 	}
+	return s.checkedAttrRel(name, attr)
+}
+
+// checkedAttrRel is queueAttrRel for a name already checked (a Name's).
+func (s FS) checkedAttrRel(name, attr string) (string, error) {
 	if err := checkAttr(name, attr); err != nil {
 		return "", err
 	}
@@ -48,6 +53,14 @@ func checkAttr(name, attr string) error {
 // ReadQueueAttr reads queue/<attr> of a disk. For "scheduler" it returns the
 // active scheduler's name, not the whole list.
 func (s FS) ReadQueueAttr(name, attr string) (string, error) {
+	if err := ValidateName(name); err != nil {
+		return "", err
+	}
+	return s.readQueueAttr(name, attr)
+}
+
+// readQueueAttr is ReadQueueAttr for a name already checked.
+func (s FS) readQueueAttr(name, attr string) (string, error) {
 	b, err := s.queueAttrDo(name, attr, "read", func(rel string) ([]byte, error) { return s.readInRoot(rel) })
 	if err != nil {
 		return "", err
@@ -84,7 +97,15 @@ func (s FS) DiskSeq(name string) string {
 // ReadScheduler reads queue/scheduler of a disk: the active scheduler and
 // those offered.
 func (s FS) ReadScheduler(name string) (active string, offered []string, err error) {
-	rel, err := s.queueAttrRel(name, "scheduler")
+	if err := ValidateName(name); err != nil {
+		return "", nil, err
+	}
+	return s.readScheduler(name)
+}
+
+// readScheduler is ReadScheduler for a name already checked.
+func (s FS) readScheduler(name string) (active string, offered []string, err error) {
+	rel, err := s.checkedAttrRel(name, "scheduler")
 	if err != nil {
 		return "", nil, err
 	}
@@ -102,6 +123,9 @@ func (s FS) ReadScheduler(name string) (active string, offered []string, err err
 // (see writeAttr): a missing attribute (a tunable the queue hides, a disk that
 // went away) is ENOENT, never a new file.
 func (s FS) WriteQueueAttr(name, attr, value string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
 	_, err := s.queueAttrDo(name, attr, "write", func(rel string) ([]byte, error) { return nil, s.writeInRoot(rel, []byte(value)) })
 	return err
 }
@@ -111,6 +135,15 @@ func (s FS) WriteQueueAttr(name, attr, value string) error {
 // a write and a read take two. written reports whether the write was made;
 // err is then the read's failure, if any.
 func (s FS) WriteReadQueueAttr(name, attr, value string) (got string, written bool, err error) {
+	if err := ValidateName(name); err != nil {
+		return "", false, err
+	}
+	return s.writeReadQueueAttr(name, attr, value)
+}
+
+// writeReadQueueAttr is WriteReadQueueAttr for a name already checked: a
+// Disk's, written by its path where it cannot be from its directory.
+func (s FS) writeReadQueueAttr(name, attr, value string) (got string, written bool, err error) {
 	var b []byte
 	var readErr error
 	_, err = s.queueAttrDo(name, attr, "write", func(rel string) ([]byte, error) {
@@ -162,7 +195,7 @@ func writeReadKeep(fd int, path, value string) ([]byte, bool, error) {
 // A remembered directory that is gone (the disk removed, or moved) is
 // forgotten and block/NAME tried.
 func (s FS) queueAttrDo(name, attr, verb string, op func(rel string) ([]byte, error)) ([]byte, error) {
-	rel, err := s.queueAttrRel(name, attr)
+	rel, err := s.checkedAttrRel(name, attr)
 	if err != nil {
 		return nil, err
 	}

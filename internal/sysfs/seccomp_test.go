@@ -39,7 +39,7 @@ func TestQueueAttrsWithoutOpenat2(t *testing.T) {
 			t.Fatalf("OpenDisk: %v", err)
 		}
 		defer disk.Close()
-		if got, written, err := disk.WriteReadQueueAttr("vda", "read_ahead_kb", "2048"); err != nil || !written || got != "2048" {
+		if got, written, err := disk.WriteReadQueueAttr("read_ahead_kb", "2048"); err != nil || !written || got != "2048" {
 			t.Fatalf("write through the handle: %q, %v, %v", got, written, err)
 		}
 		return

@@ -152,20 +152,6 @@ func (q *Queue[J]) Busy() []string {
 	return names
 }
 
-// Next is the work owed to name after its pass running now, and true when
-// there is such a pass and something was asked for during it: what a test
-// holding a pass looks at to know that its asks have merged.
-func (q *Queue[J]) Next(name string) (J, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	s := q.slots[name]
-	if s == nil || !s.busy || !s.dirty {
-		var zero J
-		return zero, false
-	}
-	return s.next, true
-}
-
 // PassOver returns a channel closed once the pass over name running now,
 // if any, has returned; closed already when none runs. Work that must
 // never overlap a pass waits on it.

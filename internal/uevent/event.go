@@ -14,8 +14,8 @@ import (
 
 // Event is a uevent about a whole disk, or the news that events were lost.
 type Event struct {
-	Action string // add, change, remove
-	Name   string // the kernel name, as in /sys/block
+	Action string     // add, change, remove
+	Name   sysfs.Name // the kernel name, as in /sys/block, checked
 	// Props are the udev properties, from udevd's events (Udev) only.
 	Props map[string]string
 	// Ident is the disk's MAJOR:MINOR and DISKSEQ (when the kernel sends
@@ -23,7 +23,7 @@ type Event struct {
 	Ident sysfs.Ident
 	// DevPath is the disk's directory below /sys, as the event names it
 	// ("/devices/virtual/block/loop7"): where its pass finds the disk
-	// without looking up its link in /sys/block (sysfs.FS.OpenDiskToWrite).
+	// without looking up its link in /sys/block (sysfs.FS.Open).
 	DevPath string
 	// Lost: events may have been dropped, so every disk must be rescanned.
 	Lost bool
@@ -125,8 +125,8 @@ func (v vars) diskEvent() (Event, bool, error) {
 	}
 	// DEVNAME is "/dev/x" in udev mode and may differ from the kernel name
 	// (cciss!c0d0); the last DEVPATH element is the /sys/block name.
-	name := path.Base(devpath)
-	if sysfs.ValidateName(name) != nil || name == "/" {
+	name, err := sysfs.ParseName(path.Base(devpath))
+	if err != nil || name.String() == "/" {
 		return Event{}, false, fmt.Errorf("uevent with unusable DEVPATH %q", devpath)
 	}
 	ev := Event{Action: v.action, Name: name, DevPath: devpath}

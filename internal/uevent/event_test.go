@@ -32,31 +32,31 @@ func TestParseEvent(t *testing.T) {
 		want   Event
 		hasErr bool
 	}{
-		{"add of a disk", ueventtest.KernelMsg("add", "loop7", "disk"), false, true, Event{Action: "add", Name: "loop7"}, false},
-		{"change of a disk", ueventtest.KernelMsg("change", "vda", "disk"), false, true, Event{Action: "change", Name: "vda"}, false},
-		{"remove of a disk", ueventtest.KernelMsg("remove", "loop7", "disk"), false, true, Event{Action: "remove", Name: "loop7"}, false},
+		{"add of a disk", ueventtest.KernelMsg("add", "loop7", "disk"), false, true, Event{Action: "add", Name: name("loop7")}, false},
+		{"change of a disk", ueventtest.KernelMsg("change", "vda", "disk"), false, true, Event{Action: "change", Name: name("vda")}, false},
+		{"remove of a disk", ueventtest.KernelMsg("remove", "loop7", "disk"), false, true, Event{Action: "remove", Name: name("loop7")}, false},
 		{"a partition", ueventtest.KernelMsg("add", "vda1", "partition"), false, false, Event{}, false},
 		{"bind is not for us", ueventtest.KernelMsg("bind", "vda", "disk"), false, false, Event{}, false},
 		{"another subsystem", []byte("add@/devices/virtual/bdi/7:7\x00ACTION=add\x00DEVPATH=/devices/virtual/bdi/7:7\x00SUBSYSTEM=bdi\x00"), false, false, Event{}, false},
-		{"the kernel name, not DEVNAME", []byte("add@/devices/pci0000:00/cciss!c0d0\x00ACTION=add\x00DEVPATH=/devices/pci0000:00/cciss!c0d0\x00SUBSYSTEM=block\x00DEVNAME=cciss/c0d0\x00DEVTYPE=disk\x00"), false, true, Event{Action: "add", Name: "cciss!c0d0", DevPath: "/devices/pci0000:00/cciss!c0d0"}, false},
+		{"the kernel name, not DEVNAME", []byte("add@/devices/pci0000:00/cciss!c0d0\x00ACTION=add\x00DEVPATH=/devices/pci0000:00/cciss!c0d0\x00SUBSYSTEM=block\x00DEVNAME=cciss/c0d0\x00DEVTYPE=disk\x00"), false, true, Event{Action: "add", Name: name("cciss!c0d0"), DevPath: "/devices/pci0000:00/cciss!c0d0"}, false},
 		{"garbage", []byte("hello"), false, false, Event{}, false},
 		{"garbage that says block", []byte("hello\x00SUBSYSTEM=block\x00"), false, false, Event{}, true},
 		{"the identity from MAJOR, MINOR and DISKSEQ",
 			[]byte("add@/devices/virtual/block/loop7\x00ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=7\x00DEVNAME=loop7\x00DEVTYPE=disk\x00DISKSEQ=42\x00"),
-			false, true, Event{Action: "add", Name: "loop7", Ident: sysfs.Ident{MajorMinor: "7:7", DiskSeq: "42"}, DevPath: "/devices/virtual/block/loop7"}, false},
+			false, true, Event{Action: "add", Name: name("loop7"), Ident: sysfs.Ident{MajorMinor: "7:7", DiskSeq: "42"}, DevPath: "/devices/virtual/block/loop7"}, false},
 		{"no DISKSEQ (before 5.15)",
 			[]byte("add@/devices/virtual/block/loop7\x00ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=7\x00DEVTYPE=disk\x00"),
-			false, true, Event{Action: "add", Name: "loop7", Ident: sysfs.Ident{MajorMinor: "7:7"}}, false},
+			false, true, Event{Action: "add", Name: name("loop7"), Ident: sysfs.Ident{MajorMinor: "7:7"}}, false},
 		{"an unusable identity is left to be read",
 			[]byte("add@/devices/virtual/block/loop7\x00ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00MAJOR=7\x00MINOR=x\x00DEVTYPE=disk\x00DISKSEQ=1\x00"),
-			false, true, Event{Action: "add", Name: "loop7"}, false},
+			false, true, Event{Action: "add", Name: name("loop7")}, false},
 		{"a header without '@'", []byte("add /devices/virtual/block/loop7\x00SUBSYSTEM=block\x00DEVTYPE=disk\x00"), false, false, Event{}, true},
 		{"a variable without '='", []byte("add@/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00DEVTYPE\x00"), false, false, Event{}, true},
 		{"an unterminated variable", []byte("add@/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00DEVTYPE=disk"), false, false, Event{}, true},
 		{"an action not acted on", []byte("online@/devices/virtual/block/loop7\x00ACTION=online\x00SUBSYSTEM=block\x00DEVTYPE=disk\x00"), false, false, Event{}, false},
 		{"udev mode keeps the properties",
 			udevMsg("ACTION=add\x00DEVPATH=/devices/virtual/block/loop7\x00SUBSYSTEM=block\x00DEVTYPE=disk\x00DEVNAME=/dev/loop7\x00ID_BUS=ata\x00"),
-			true, true, Event{Action: "add", Name: "loop7", Props: map[string]string{"ID_BUS": "ata"}, DevPath: "/devices/virtual/block/loop7"}, false},
+			true, true, Event{Action: "add", Name: name("loop7"), Props: map[string]string{"ID_BUS": "ata"}, DevPath: "/devices/virtual/block/loop7"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,7 +106,7 @@ func TestParseUdevd(t *testing.T) {
 		{"unterminated property", ueventtest.UdevdMsg("add", "loop20000", "disk")[:len(ueventtest.UdevdMsg("add", "loop20000", "disk"))-1], ""},
 	} {
 		ev, ok := parseUdevd(tc.raw)
-		if got := map[bool]string{true: ev.Name}[ok]; got != tc.want {
+		if got := map[bool]string{true: ev.Name.String()}[ok]; got != tc.want {
 			t.Errorf("%s: kept %q, want %q", tc.name, got, tc.want)
 		}
 		if ok && (!ev.UdevDone || ev.Props != nil || ev.Ident.MajorMinor != "7:0") {
@@ -158,4 +158,13 @@ func TestParseAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _, _ = parseUdevd(u) }); n > 6 {
 		t.Errorf("udevd event: %v allocations, want at most 6", n)
 	}
+}
+
+// name is a disk name a test spells out, checked as the parser checks it.
+func name(s string) sysfs.Name {
+	n, err := sysfs.ParseName(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }

@@ -52,7 +52,7 @@ func TestMonitorENOBUFSMeansRescanAndKeepsTheSocket(t *testing.T) {
 	if ev := next(t, events); !ev.Lost {
 		t.Fatalf("after ENOBUFS got %+v, want a lost-events notice", ev)
 	}
-	if ev := next(t, events); ev.Name != "loop20001" {
+	if ev := next(t, events); ev.Name.String() != "loop20001" {
 		t.Fatalf("after ENOBUFS got %+v, want the next event from the same socket", ev)
 	}
 	if fd.Count() != 1 {
@@ -73,7 +73,7 @@ func TestMonitorReconnectsAfterSocketError(t *testing.T) {
 		t.Fatalf("after a socket error got %+v, want a lost-events notice (rescan)", ev)
 	}
 	second.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20002", "disk")}
-	if ev := next(t, events); ev.Name != "loop20002" {
+	if ev := next(t, events); ev.Name.String() != "loop20002" {
 		t.Fatalf("got %+v, want the event from the new socket", ev)
 	}
 	if fd.Count() != 2 {
@@ -108,7 +108,7 @@ func TestMonitorDropsForgedEvents(t *testing.T) {
 	events, log := startMonitor(t, newFakeDialer(c))
 	c.Msgs <- ueventtest.Msg{Err: fmt.Errorf("%w: kernel group message sent by pid 4242", netlink.ErrUntrustedSender)}
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20003", "disk")}
-	if ev := next(t, events); ev.Name != "loop20003" || ev.Lost {
+	if ev := next(t, events); ev.Name.String() != "loop20003" || ev.Lost {
 		t.Fatalf("got %+v, want only the genuine event", ev)
 	}
 	if got := log.Lines("dropped a forged uevent"); len(got) != 1 || !strings.Contains(got[0], "pid 4242") {
@@ -188,7 +188,7 @@ func TestMonitorRunAsATask(t *testing.T) {
 	}
 	c.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("remove", "loop1", "disk")} // not kept
 	c.Msgs <- ueventtest.Msg{B: ueventtest.UdevdMsg("change", "loop2", "disk")}
-	if ev := next(t, m.Events()); ev.Name != "loop2" || !ev.UdevDone {
+	if ev := next(t, m.Events()); ev.Name.String() != "loop2" || !ev.UdevDone {
 		t.Errorf("got %+v, want loop2's change, udevd done", ev)
 	}
 	if m.Heard().IsZero() {
