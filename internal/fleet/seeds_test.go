@@ -94,7 +94,7 @@ probe_results = [%q]
 		t.Fatalf("the exported file fails the seed checks: %v", err)
 	}
 	p := &pipeline.Pipeline{FS: fs, StateDir: t.TempDir()}
-	dec, err := p.LookUpProbe(pol, dev)
+	dec, err := p.LookUpProbe(pol, dev, nil)
 	if err != nil || dec.Report == nil {
 		t.Fatalf("lookup of loop0: %+v, %v; want the fleet's result", dec, err)
 	}
