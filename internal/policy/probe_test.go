@@ -175,6 +175,11 @@ nr_requests = 64
 	if got := errorLines(t, File{Name: "p.toml", Data: []byte(src)}); !slices.Equal(got[:min(len(got), 3)], want) {
 		t.Errorf("errors:\n%s\nwant first:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	adaptive := "[[rule]]\nname = \"x\"\n[rule.probe]\nnr_requests = [4, \"default\"]\n[rule.adapt]\n"
+	if got := errorLines(t, File{Name: "a.toml", Data: []byte(adaptive)}); len(got) != 1 ||
+		got[0] != `a.toml:5:1: rule 1 "x": adapt: an adaptive rule switches schedulers by one curve each, and its [rule.probe] measures nr_requests too: size nr_requests in a rule without [rule.adapt]` {
+		t.Errorf("adapt with nr_requests: %q", got)
+	}
 	p, err := Parse(File{Name: "q.toml", Data: []byte("[[rule]]\nname = \"x\"\n[rule.probe]\ncandidates = [\"mq-deadline\"]\nnr_requests = [4, \"default\"]\n")})
 	if err != nil {
 		t.Fatal(err)
