@@ -86,13 +86,25 @@ func TestIntegrationProbeAgreesWithFio(t *testing.T) {
 			if !slices.Contains(offered, "mq-deadline") || !slices.Contains(offered, "none") {
 				looptest.Missing(t, fmt.Sprintf("%s offers %v: the check needs none and mq-deadline", e.Name, offered))
 			}
+			tags := readTags(t, e.Name)
+			write := func(attr, v string) {
+				if err := live.WriteQueueAttr(e.Name, attr, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// set gives the disk sched with a pool of nr and its full
+			// hardware tags: under none, nr_requests is the depth of
+			// the tags in use, which a pool of 4 under none shrinks for
+			// every scheduler until a write of another value under none
+			// grows them back.
 			set := func(sched string, nr int) {
-				if err := live.WriteQueueAttr(e.Name, "scheduler", sched); err != nil {
-					t.Fatal(err)
+				write("scheduler", "none")
+				write("nr_requests", strconv.Itoa(tags-1))
+				write("nr_requests", strconv.Itoa(tags))
+				if sched != "none" {
+					write("scheduler", sched)
 				}
-				if err := live.WriteQueueAttr(e.Name, "nr_requests", strconv.Itoa(nr)); err != nil {
-					t.Fatal(err)
-				}
+				write("nr_requests", strconv.Itoa(nr))
 			}
 			set("mq-deadline", agreeLowNr)
 
@@ -206,6 +218,20 @@ func TestIntegrationProbeAgreesWithFio(t *testing.T) {
 	if differed == 0 && !t.Failed() {
 		t.Errorf("on no profile did fio find a candidate beyond twice its spread from the incumbent: the agreement was not put to the test")
 	}
+}
+
+// readTags reads the disk's hardware tags (mq/0/nr_tags).
+func readTags(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile("/sys/block/" + name + "/mq/0/nr_tags")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n <= probeopt.MinNrRequests {
+		t.Fatalf("%s's hardware tags %q: %v", name, b, err)
+	}
+	return n
 }
 
 // fioIOPS is fio's IOPS for 4 KiB random reads (io_uring, O_DIRECT,

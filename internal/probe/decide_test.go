@@ -1,10 +1,13 @@
 package probe
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/iosched/iosched/internal/probe/probeopt"
+	"github.com/iosched/iosched/internal/sysfs"
+	"github.com/iosched/iosched/internal/treetest"
 )
 
 // cand builds a candidate from per-round deep IOPS and depth-1 p99, with
@@ -252,5 +255,41 @@ func TestIncumbentOf(t *testing.T) {
 	}
 	if got, on := incumbentOf([]string{"none", "mq-deadline"}, nil, "mq-deadline", 6, 128); got != "mq-deadline" || !on {
 		t.Errorf("without nr_requests: %q %v", got, on)
+	}
+}
+
+// TestForceNr: under none the value a disk shows is not always the depth
+// of its tags in use, and the kernel ignores a write of the value shown:
+// forceNr writes another value first then, and only then.
+func TestForceNr(t *testing.T) {
+	t.Parallel()
+	root := treetest.Copy(t, "../../testdata/sysfs/cloud")
+	fs, err := sysfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := readNr(fs, "vda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		n    int
+		want []int
+	}{
+		{shown, []int{shown - 1, shown}},
+		{shown / 2, []int{shown / 2}},
+	} {
+		var wrote []int
+		got, err := forceNr(fs, "vda", c.n, func(n int) (int, error) { wrote = append(wrote, n); return n, nil })
+		if err != nil || got != c.n || !slices.Equal(wrote, c.want) {
+			t.Errorf("forceNr(%d) with %d shown: %d, %v, wrote %v; want %v", c.n, shown, got, err, wrote, c.want)
+		}
+	}
+	if err := fs.WriteQueueAttr("vda", "nr_requests", "4"); err != nil {
+		t.Fatal(err)
+	}
+	var wrote []int
+	if _, err := forceNr(fs, "vda", 4, func(n int) (int, error) { wrote = append(wrote, n); return n, nil }); err != nil || !slices.Equal(wrote, []int{5, 4}) {
+		t.Errorf("forceNr(4) with 4 shown: %v, wrote %v; want 5 then 4 (nothing below the kernel's floor)", err, wrote)
 	}
 }

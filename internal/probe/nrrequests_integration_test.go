@@ -2,22 +2,25 @@ package probe
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iosched/iosched/internal/looptest"
 	"github.com/iosched/iosched/internal/probe/probeopt"
 )
 
 // TestIntegrationProbeNrRequests probes a loop running mq-deadline with
-// nr_requests 6 (no candidate) over none and mq-deadline, each with the
-// kernel's default and 512: each candidate's nr_requests is the value the
-// disk took, read back (the default is the scheduler's after a switch,
-// and none holds 512 to the hardware's tags); the scheduler and
-// nr_requests are back after the probe; with Apply the disk keeps the
-// winner's scheduler and its nr_requests, written after it.
+// nr_requests 6 (no candidate) over none and mq-deadline, each with 4,
+// the kernel's default and 512: each candidate's nr_requests is the value
+// the disk took, read back (the default is the scheduler's after a
+// switch, and none holds 512 to the hardware's tags); the scheduler and
+// nr_requests are back after the probe, and so are the hardware tags in
+// use, which none's pool of 4 shrank and no switch grows back: under
+// none afterwards, reads at depth 32 are handed to io-wq ten times less
+// often than with a pool of 4. With Apply the disk keeps the winner's
+// scheduler and its nr_requests, written after it.
 func TestIntegrationProbeNrRequests(t *testing.T) {
 	looptest.Require(t)
 	fs := liveFS(t)
@@ -39,18 +42,11 @@ func TestIntegrationProbeNrRequests(t *testing.T) {
 	}
 	set("scheduler", "mq-deadline")
 	set("nr_requests", "6")
-	b, err := os.ReadFile("/sys/block/" + l.Name + "/mq/0/nr_tags")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tags, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || tags <= 0 {
-		t.Fatalf("%s's hardware tags: %v", l.Name, err)
-	}
+	tags := readTags(t, l.Name)
 	state := t.TempDir()
 	locks := testLocks(t)
 	o := quick()
-	o.Candidates, o.NrRequests = []string{"none", "mq-deadline"}, []int{probeopt.NrRequestsDefault, 512}
+	o.Candidates, o.NrRequests = []string{"none", "mq-deadline"}, []int{4, probeopt.NrRequestsDefault, 512}
 	o.Depths = []int{1, 16}
 
 	rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, func(s string) { t.Log(s) })
@@ -58,6 +54,8 @@ func TestIntegrationProbeNrRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int{
+		"none nr_requests 4":              4,
+		"mq-deadline nr_requests 4":       4,
 		"none nr_requests default":        tags,
 		"none nr_requests 512":            tags,
 		"mq-deadline nr_requests default": 2 * min(tags, 128),
@@ -71,7 +69,7 @@ func TestIntegrationProbeNrRequests(t *testing.T) {
 			t.Errorf("%s: nr_requests set %d (want %d), %d rounds, %.0f IOPS", c.Name(), c.NrRequestsSet, w, len(c.Rounds), c.IOPS)
 		}
 	}
-	if rep.OriginalNr != 6 || rep.Incumbent != "none nr_requests default" || !rep.Restored {
+	if rep.OriginalNr != 6 || rep.Incumbent != "none nr_requests 4" || !rep.Restored {
 		t.Errorf("original nr_requests %d, incumbent %q, restored %v; want 6, the first candidate, restored", rep.OriginalNr, rep.Incumbent, rep.Restored)
 	}
 	if s, nr := read("scheduler"), read("nr_requests"); s != "mq-deadline" || nr != "6" {
@@ -80,6 +78,17 @@ func TestIntegrationProbeNrRequests(t *testing.T) {
 	if rep.WinnerNr <= 0 {
 		t.Errorf("decision %+v: no nr_requests for the winner", rep.Decision)
 	}
+	set("scheduler", "none")
+	full := handoffRun(t, l.Name, 32, 64<<20, 300*time.Millisecond)
+	set("nr_requests", "4")
+	few := handoffRun(t, l.Name, 32, 64<<20, 300*time.Millisecond)
+	if few.WorkerRuns == 0 || full.WorkerRuns*10 > few.WorkerRuns {
+		t.Errorf("under none at depth 32 after the probe: %d io-wq worker runs, %d with a pool of 4: want ten times fewer (the tags grown back)",
+			full.WorkerRuns, few.WorkerRuns)
+	}
+	set("nr_requests", strconv.Itoa(tags))
+	set("scheduler", "mq-deadline")
+	set("nr_requests", "6")
 
 	o.Apply = true
 	rep, err = Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, func(s string) { t.Log(s) })

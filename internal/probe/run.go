@@ -404,8 +404,19 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 			if err := writes.stillOurs(t.FS, name, "before the restore"); err != nil {
 				return err
 			}
+			if nr.shrunk && !(keep && apply == "none") {
+				// The hardware tags in use are the last none
+				// pool's, whatever nr_requests shows after.
+				if err := rec.growTags(t.FS, nr.tags); err != nil {
+					return err
+				}
+			}
 			if keep {
 				if err := setScheduler(t.FS, name, apply); err != nil || applyNr == 0 {
+					return err
+				}
+				if apply == "none" {
+					_, err := forceNr(t.FS, name, applyNr, func(n int) (int, error) { return n, setNr(t.FS, name, n) })
 					return err
 				}
 				return setNr(t.FS, name, applyNr)
@@ -623,6 +634,36 @@ type nrState struct {
 	on       bool
 	defaults map[string]int
 	tags     int
+	// shrunk: the probe's last write of none's pool was below the
+	// tags, which shrinks the hardware tags in use, for every scheduler,
+	// until a write under none grows them back: a switch resets the
+	// nr_requests shown, not them (elevator_disable in block/elevator.c
+	// sets it to the tag set's depth and resizes nothing).
+	shrunk bool
+}
+
+// forceNr makes n the pool of a disk running none, with set, which writes
+// and returns the value read back. Under none nr_requests is the depth of
+// the hardware tags in use (blk_mq_update_nr_requests resizes them), and
+// a switch to none shows the full tags as nr_requests without resizing
+// them back, while a write of the value shown changes nothing (the kernel
+// returns early): so when the disk shows n already, another value is
+// written first, and the tags in use are n whatever came before.
+func forceNr(fs sysfs.FS, name string, n int, set func(int) (int, error)) (int, error) {
+	cur, err := readNr(fs, name)
+	if err != nil {
+		return 0, err
+	}
+	if cur == n {
+		other := n - 1
+		if other < probeopt.MinNrRequests {
+			other = n + 1
+		}
+		if _, err := set(other); err != nil {
+			return 0, err
+		}
+	}
+	return set(n)
 }
 
 // readNr reads the disk's nr_requests.
@@ -730,6 +771,13 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 		if from == "" {
 			from = writes.original
 		}
+		if nr.shrunk && sched != "none" {
+			// A scheduler's requests each need a hardware tag too.
+			if err := rec.growTags(fs, nr.tags); err != nil {
+				return err
+			}
+			nr.shrunk = false
+		}
 		if err := rec.switchTo(fs, sched); err != nil {
 			return err
 		}
@@ -755,14 +803,20 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 			}
 			want = d
 		}
-		if sched == "none" && nr.tags > 0 {
+		if sched != "none" {
+			got, err := rec.setNr(fs, want)
+			set = got
+			return err
+		}
+		if nr.tags > 0 {
 			// Without a scheduler the pool is the hardware's tags:
 			// the kernel refuses more (blk_mq_tag_update_depth in
 			// block/blk-mq-tag.c), so more is asked as the tags and
 			// reported as the value set.
 			want = min(want, nr.tags)
+			nr.shrunk = want < nr.tags
 		}
-		got, err := rec.setNr(fs, want)
+		got, err := forceNr(fs, name, want, func(n int) (int, error) { return rec.setNr(fs, n) })
 		set = got
 		return err
 	})

@@ -153,6 +153,27 @@ func (r *record) setNr(fs sysfs.FS, n int) (int, error) {
 	return v, nil
 }
 
+// growTags gives the disk its full hardware tags back after the probe
+// set none's pool below them (nrState.shrunk), by a write of the tags
+// under none (forceNr), switching to none first when the disk runs
+// another scheduler: the switch or restore that follows sets the rest.
+// Only the probe's write chain calls it.
+func (r *record) growTags(fs sysfs.FS, tags int) error {
+	cur, err := fs.ReadQueueAttr(r.name, "scheduler")
+	if err != nil {
+		return err
+	}
+	if cur != "none" {
+		if err := r.switchTo(fs, "none"); err != nil {
+			return err
+		}
+	}
+	if _, err := forceNr(fs, r.name, tags, func(n int) (int, error) { return r.setNr(fs, n) }); err != nil {
+		return fmt.Errorf("%s: growing the hardware tags back to %d: %w", r.name, tags, err)
+	}
+	return nil
+}
+
 // Recovered is one disk whose interrupted probe's record was dealt with
 // by RecoverInterrupted.
 type Recovered struct {
