@@ -77,7 +77,10 @@ pool below the depth a workload drives holds reads back in the submitter
 (io_uring hands them to io-wq workers). Each value is written after the
 switch, which resets it, and read back: the figures are the value the disk
 took, shown in brackets when it differs from the one named (with none the
-kernel refuses more than the hardware's tags, so more is asked as the tags).
+kernel refuses more than the hardware's tags, so more is asked as the tags;
+and less shrinks the tags every scheduler then uses, which no switch grows
+back: the probe grows them back under none before measuring another
+scheduler and before it ends).
 The incumbent is the disk's scheduler with its nr_requests when both are
 candidates; the winner's nr_requests is applied with its scheduler (--apply,
 or a [rule.probe] with nr_requests), written after it. While sizing, a curve

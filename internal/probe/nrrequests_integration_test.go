@@ -12,7 +12,8 @@ import (
 )
 
 // TestIntegrationProbeNrRequests probes a loop running mq-deadline with
-// nr_requests 6 (no candidate) over none and mq-deadline, each with 4,
+// nr_requests 6 (no candidate: the incumbent is mq-deadline with the first
+// of them) over none and mq-deadline, each with 4,
 // the kernel's default and 512: each candidate's nr_requests is the value
 // the disk took, read back (the default is the scheduler's after a
 // switch, and none holds 512 to the hardware's tags); the scheduler and
@@ -69,8 +70,8 @@ func TestIntegrationProbeNrRequests(t *testing.T) {
 			t.Errorf("%s: nr_requests set %d (want %d), %d rounds, %.0f IOPS", c.Name(), c.NrRequestsSet, w, len(c.Rounds), c.IOPS)
 		}
 	}
-	if rep.OriginalNr != 6 || rep.Incumbent != "none nr_requests 4" || !rep.Restored {
-		t.Errorf("original nr_requests %d, incumbent %q, restored %v; want 6, the first candidate, restored", rep.OriginalNr, rep.Incumbent, rep.Restored)
+	if rep.OriginalNr != 6 || rep.Incumbent != "mq-deadline nr_requests 4" || !rep.Restored {
+		t.Errorf("original nr_requests %d, incumbent %q, restored %v; want 6, the first candidate of the disk's scheduler, restored", rep.OriginalNr, rep.Incumbent, rep.Restored)
 	}
 	if s, nr := read("scheduler"), read("nr_requests"); s != "mq-deadline" || nr != "6" {
 		t.Errorf("after the probe: scheduler %s, nr_requests %s; want mq-deadline and 6 back", s, nr)
