@@ -21,7 +21,7 @@ import (
 
 func newProbeCmd(e *env) *cobra.Command {
 	var (
-		candidates                        []string
+		candidates, nrRequests            []string
 		duration                          time.Duration
 		rounds, depth                     int
 		depths                            []int
@@ -67,6 +67,25 @@ than --margin in the median and in a majority of rounds; latency: the same on
 depth-1 p99; balanced (default): win on deep-queue IOPS while losing no more
 than --margin on depth-1 p99. Otherwise the incumbent (the disk's scheduler
 when it is a candidate, else the first) stays.
+
+--nr-requests default,64 makes the scheduler's pool of requests
+(queue/nr_requests) a second dimension: each scheduler is measured with each
+value, "default" being the value the kernel gives that scheduler on the disk
+(read back after the switch to it; for the scheduler the disk already runs,
+twice the hardware tags up to 256 with an elevator, the tags with none). A
+pool below the depth a workload drives holds reads back in the submitter
+(io_uring hands them to io-wq workers). Each value is written after the
+switch, which resets it, and read back: the figures are the value the disk
+took, shown in brackets when it differs from the one named (with none the
+kernel refuses more than the hardware's tags, so more is asked as the tags;
+and less shrinks the tags every scheduler then uses, which no switch grows
+back: the probe grows them back under none before measuring another
+scheduler and before it ends).
+The incumbent is the disk's scheduler with its nr_requests when both are
+candidates; the winner's nr_requests is applied with its scheduler (--apply,
+or a [rule.probe] with nr_requests), written after it. While sizing, a curve
+found flat past the disk's own nr_requests drops no depth: the pool, which
+the candidates change, may be what flattens it.
 
 Safety: the node is opened O_RDONLY|O_DIRECT and the disk's write counters are
 reported; the scheduler and what a switch resets (nr_requests, iosched/*,
@@ -115,6 +134,13 @@ otherwise (a refusal says why).`,
 			o := probe.Options{Options: probeopt.Options{Candidates: candidates, Duration: duration, Rounds: rounds, Depth: depth, Depths: depths,
 				Engine: engine, Choose: choose},
 				Apply: apply, Force: force}
+			for _, v := range nrRequests {
+				n, err := probeopt.ParseNrRequests(strings.TrimSpace(v))
+				if err != nil {
+					return &ExitError{Code: 2, Msg: "probe: --nr-requests: " + err.Error()}
+				}
+				o.NrRequests = append(o.NrRequests, n)
+			}
 			bs, err := policy.ParseSize(blockSize)
 			if err != nil {
 				return &ExitError{Code: 2, Msg: "probe: --block-size: " + err.Error()}
@@ -203,6 +229,7 @@ otherwise (a refusal says why).`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&candidates, "candidates", def.Candidates, "schedulers to compare (at least two the disk offers)")
+	f.StringSliceVar(&nrRequests, "nr-requests", nil, fmt.Sprintf("nr_requests values to measure each scheduler with: \"default\" (the kernel's, read back after the switch) or %d..%d; the decision sets the winner's", probeopt.MinNrRequests, probeopt.MaxNrRequests))
 	f.DurationVar(&duration, "duration", def.Duration, fmt.Sprintf("length of each measurement (%s..%s)", probeopt.MinDuration, probeopt.MaxDuration))
 	f.IntVar(&rounds, "rounds", def.Rounds, fmt.Sprintf("rounds, candidates in alternating order (1..%d)", probeopt.MaxRounds))
 	f.IntVar(&depth, "depth", def.Depth, fmt.Sprintf("reads in flight in the deep-queue measurement (1..%d)", probeopt.MaxDepth))
@@ -259,8 +286,8 @@ func renderProbe(w io.Writer, r *probe.Report) {
 			f.IOPS, f.MiBs, f.P50us, f.P99us, f.P999us, f.QD1IOPS, f.QD1P50, f.QD1P99, f.QD1P999, f.CPUPerIOus)
 	}
 	for _, c := range r.Candidates {
-		label := c.Scheduler
-		if c.Scheduler == r.Winner {
+		label := c.Label()
+		if c.Won(r.Decision) {
 			label += " *"
 		}
 		row(label, "median", c.Figures)
@@ -272,7 +299,7 @@ func renderProbe(w io.Writer, r *probe.Report) {
 	if len(r.Candidates) > 0 && r.Rounds > 1 {
 		sp := make([]string, len(r.Candidates))
 		for i, c := range r.Candidates {
-			sp[i] = fmt.Sprintf("%s %.0f%%", c.Scheduler, c.Spread*100)
+			sp[i] = fmt.Sprintf("%s %.0f%%", c.Name(), c.Spread*100)
 		}
 		fmt.Fprintf(w, "  spread of the rounds ((max-min)/median of the figure compared): %s; a difference below it or the margin is none\n", strings.Join(sp, ", "))
 	}
@@ -281,8 +308,12 @@ func renderProbe(w io.Writer, r *probe.Report) {
 		return
 	}
 	switch {
+	case r.Applied != "" && r.WinnerNr > 0:
+		fmt.Fprintf(w, "  kept %s with nr_requests %d (--apply); it was %s with %d\n", r.Applied, r.WinnerNr, r.Original, r.OriginalNr)
 	case r.Applied != "" && r.Applied != r.Original:
 		fmt.Fprintf(w, "  kept %s (--apply); it was %s\n", r.Applied, r.Original)
+	case r.Restored && len(r.NrRequests) > 0:
+		fmt.Fprintf(w, "  original settings restored (scheduler %s, nr_requests %d)\n", r.Original, r.OriginalNr)
 	case r.Restored:
 		fmt.Fprintf(w, "  original settings restored (scheduler %s)\n", r.Original)
 	default:
@@ -306,10 +337,10 @@ func renderCurves(w io.Writer, r *probe.Report) {
 	fmt.Fprintln(w, "  curve: IOPS at each depth (in brackets, the disk's mean requests in flight)")
 	width := 0
 	for _, c := range r.Candidates {
-		width = max(width, len(printable(c.Scheduler)))
+		width = max(width, len(printable(c.Label())))
 	}
 	for _, c := range r.Candidates {
-		fmt.Fprintf(w, "  %-*s  %s\n", width+2, printable(c.Scheduler)+map[bool]string{true: " *", false: ""}[c.Scheduler == r.Winner], probe.CurveText(c.Curve))
+		fmt.Fprintf(w, "  %-*s  %s\n", width+2, printable(c.Label())+map[bool]string{true: " *", false: ""}[c.Won(r.Decision)], probe.CurveText(c.Curve))
 	}
 }
 

@@ -117,17 +117,19 @@ func (d *Daemon) countFollowed(ev uevent.Event) {
 }
 
 // recordProbe gives the metrics a disk's probe figures, one series per
-// candidate scheduler, the winner marked.
+// candidate (a scheduler, with its nr_requests when the probe measured
+// them: Candidate.Name, so that no two series share labels), the winner
+// marked.
 func (d *Daemon) recordProbe(name string, rep *probe.Report) {
 	results := make([]metrics.ProbeResult, 0, len(rep.Candidates))
 	for _, c := range rep.Candidates {
 		results = append(results, metrics.ProbeResult{
-			Scheduler: c.Scheduler,
+			Scheduler: c.Name(),
 			IOPS:      c.IOPS,
 			QD1IOPS:   c.QD1IOPS,
 			P99:       time.Duration(c.P99us * float64(time.Microsecond)),
 			QD1P99:    time.Duration(c.QD1P99 * float64(time.Microsecond)),
-			Chosen:    c.Scheduler == rep.Winner,
+			Chosen:    c.Won(rep.Decision),
 		})
 	}
 	d.metrics.SetProbe(name, results)
@@ -147,7 +149,7 @@ func probeCurves(rep *probe.Report, now time.Time) metrics.ProbeCurves {
 	}
 	for _, cand := range rep.Candidates {
 		for _, p := range cand.Points(rep.Depth) {
-			c.Curves[cand.Scheduler] = append(c.Curves[cand.Scheduler], metrics.CurvePoint{Depth: p.Depth, IOPS: p.IOPS})
+			c.Curves[cand.Name()] = append(c.Curves[cand.Name()], metrics.CurvePoint{Depth: p.Depth, IOPS: p.IOPS})
 		}
 	}
 	return c

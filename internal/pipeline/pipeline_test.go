@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -375,5 +376,64 @@ func TestWriteUnderTheDisksLock(t *testing.T) {
 	}
 	if prober.Held("nbd0") {
 		t.Errorf("the disk's lock is still held after Write returned")
+	}
+}
+
+// A [rule.probe] that measures nr_requests decides it with the scheduler:
+// the plan switches the scheduler, then writes the winner's nr_requests
+// as the probe read it back (the switch resets it), both by the rule with
+// the probe's provenance.
+func TestAssessProbeDecidesNrRequests(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, cloudTree)
+	vda, err := p.FS.Device("vda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := parse(t, `
+[[rule]]
+name = "virtio disks"
+[rule.match]
+class = ["virtio"]
+[rule.probe]
+candidates = ["none", "mq-deadline"]
+nr_requests = ["default", 32]
+engine = "psync"
+`)
+	o := probe.DefaultOptions()
+	cand := func(name string, nr, set int, iops float64) probe.Candidate {
+		f := probe.Figures{IOPS: iops, QD1P99: 50}
+		return probe.Candidate{Scheduler: name, NrRequests: nr, NrRequestsSet: set, Figures: f,
+			Rounds: []probe.RoundFigures{{Round: 1, Position: 1, Figures: f}}}
+	}
+	figs := []probe.Candidate{cand("mq-deadline", 0, 256, 50e3), cand("mq-deadline", 32, 32, 60e3), cand("none", 0, 128, 70e3), cand("none", 32, 32, 90e3)}
+	rec := probe.Record{
+		Key: probe.KeyOf(p.FS, vda), Device: "vda", At: time.Now().UTC(),
+		Method: probe.Method{Engine: probe.EnginePsync, Depth: o.Depth, BlockSize: o.BlockSize, Depths: o.Depths,
+			Candidates: []string{"none", "mq-deadline"}, NrRequests: []int{0, 32}},
+		Rounds: 1, Figures: figs, Decision: probe.Decide(o.Choose, o.Margin, "mq-deadline nr_requests default", figs),
+	}
+	for i := range rec.Figures {
+		rec.Figures[i].Curve = nil
+	}
+	rec.Depths = nil // a record without a curve serves any
+	if err := probe.OpenStore(p.StateDir, nil).Remember(rec); err != nil {
+		t.Fatal(err)
+	}
+	a, probeErr, err := p.Assess(pol, openDisk(t, p, "vda"), ScopeFor(pol))
+	if err != nil || probeErr != nil {
+		t.Fatalf("assess: %v, probe look-up: %v", err, probeErr)
+	}
+	if a.Probe.Pending() || a.Probe.Report.Winner != "none" || a.Probe.Report.WinnerNr != 32 {
+		t.Fatalf("decision %+v, want none with nr_requests 32", a.Probe.Report.Decision)
+	}
+	sched, nr := change(a.Plan, "scheduler"), change(a.Plan, "nr_requests")
+	if sched == nil || sched.To != "none" || nr == nil || nr.To != "32" || !strings.HasPrefix(nr.Rule, "virtio disks (probe: ") {
+		t.Fatalf("changes %+v; want scheduler none, then nr_requests 32 by the probing rule", a.Plan.Changes)
+	}
+	si := slices.IndexFunc(a.Plan.Changes, func(c plan.Change) bool { return c.Attribute == "scheduler" })
+	ni := slices.IndexFunc(a.Plan.Changes, func(c plan.Change) bool { return c.Attribute == "nr_requests" })
+	if si > ni {
+		t.Errorf("changes %+v: nr_requests before the scheduler, whose switch resets it", a.Plan.Changes)
 	}
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/iosched/iosched/internal/policy"
 	"github.com/iosched/iosched/internal/probe"
@@ -15,6 +16,7 @@ func ProbeOptions(p *policy.Probe) probe.Options {
 	o := p.Options
 	o.Candidates = slices.Clone(o.Candidates)
 	o.Depths = slices.Clone(o.Depths)
+	o.NrRequests = slices.Clone(o.NrRequests)
 	return probe.Options{Options: o}
 }
 
@@ -24,16 +26,24 @@ func ProbeOptions(p *policy.Probe) probe.Options {
 // plan and apply show, so that the three agree. A scheduler setting of
 // the policy's is overridden (it was the interim value until the probe
 // decided); without one, the decision is inserted first, where the
-// scheduler is written.
+// scheduler is written. A probe that measured nr_requests decides it too
+// (Decision.WinnerNr), the same way: the plan writes it after the
+// scheduler, whose switch resets it.
 func decided(r *probe.Report, ev policy.Evaluation, rule string) policy.Evaluation {
-	s := policy.Setting{Attribute: "scheduler", Values: []string{r.Winner}, Rule: rule + " (" + r.Provenance + ")"}
 	settings := slices.Clone(ev.Settings)
-	i := slices.IndexFunc(settings, func(x policy.Setting) bool { return x.Attribute == s.Attribute })
-	if i >= 0 {
-		s.Overrode = slices.Concat(settings[i].Overrode, []string{settings[i].Rule})
-		settings[i] = s
-	} else {
-		settings = slices.Insert(settings, 0, s)
+	set := func(attr, value string, at int) {
+		s := policy.Setting{Attribute: attr, Values: []string{value}, Rule: rule + " (" + r.Provenance + ")"}
+		i := slices.IndexFunc(settings, func(x policy.Setting) bool { return x.Attribute == s.Attribute })
+		if i >= 0 {
+			s.Overrode = slices.Concat(settings[i].Overrode, []string{settings[i].Rule})
+			settings[i] = s
+		} else {
+			settings = slices.Insert(settings, at, s)
+		}
+	}
+	set("scheduler", r.Winner, 0)
+	if r.WinnerNr > 0 {
+		set("nr_requests", strconv.Itoa(r.WinnerNr), 1)
 	}
 	ev.Settings = settings
 	return ev

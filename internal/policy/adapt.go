@@ -145,6 +145,17 @@ const needsCurvesMsg = "an adaptive rule reads its disks' probe curves, and none
 // the rule probes, or the policy names seeded results. The error is put
 // in the rule's file's list.
 func adaptSources(p *Policy, errs []Errors, fileOf map[*Rule]int) {
+	for _, r := range p.Rules {
+		// Adapting reads one curve a scheduler and switches the
+		// scheduler alone: candidates that differ by nr_requests would
+		// share a scheduler's curve.
+		if r.adapt != nil && r.adaptAt != nil && r.probe != nil && len(r.probe.NrRequests) > 0 {
+			e := *r.adaptAt
+			e.Msg = "an adaptive rule switches schedulers by one curve each, and its [rule.probe] measures nr_requests too: size nr_requests in a rule without [rule.adapt]"
+			i := fileOf[r]
+			errs[i] = append(errs[i], &e)
+		}
+	}
 	if len(p.Daemon.ProbeResults) > 0 {
 		return
 	}

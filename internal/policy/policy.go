@@ -192,6 +192,14 @@ func (p *Policy) Needs() sysfs.Facts {
 		for _, s := range r.settings {
 			f |= sysfs.Attr(s.Attribute).Facts()
 		}
+		if r.probe != nil {
+			// A probe's decision is planned as a setting: the
+			// scheduler, and nr_requests when the probe measures it.
+			f |= sysfs.Attr("scheduler").Facts()
+			if len(r.probe.NrRequests) > 0 {
+				f |= sysfs.Attr("nr_requests").Facts()
+			}
+		}
 	}
 	return f
 }

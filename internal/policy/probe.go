@@ -103,7 +103,7 @@ func (p *Policy) lastMatching(d *sysfs.Device, has func(*Rule) bool) *Rule {
 	return out
 }
 
-var probeKeys = []string{"candidates", "duration", "rounds", "depth", "depths", "block_size", "engine", "choose", "margin", "max_age"}
+var probeKeys = []string{"candidates", "duration", "rounds", "depth", "depths", "block_size", "engine", "choose", "margin", "max_age", "nr_requests"}
 
 // probeTable reads [rule.probe]: each key's value into the options, then
 // the options' one validation (probeopt.Options.Problems), each problem
@@ -166,6 +166,35 @@ func (d *decoder) probeTable(l loc, v any) *Probe {
 			}
 			if read {
 				p.Depths = depths
+			}
+		case "nr_requests":
+			list, ok := v.([]any)
+			if !ok {
+				d.errorf(kl, "want a list of nr_requests values, such as [\"default\", 64], not %s", typeName(v))
+				continue
+			}
+			nrs := make([]int, 0, len(list))
+			for i, e := range list {
+				var n int
+				if s, isStr := e.(string); isStr {
+					var err error
+					if n, err = probeopt.ParseNrRequests(s); err != nil {
+						d.errorf(kl.elem(i), "%v", err)
+						read = false
+					}
+				} else {
+					m, ok := d.integer(kl.elem(i), e)
+					read = read && ok
+					n = int(max(min(m, math.MaxInt), math.MinInt))
+					if ok && n == probeopt.NrRequestsDefault {
+						d.errorf(kl.elem(i), "0 is not an nr_requests: write \"default\" for the kernel's value")
+						read = false
+					}
+				}
+				nrs = append(nrs, n)
+			}
+			if read {
+				p.NrRequests = nrs
 			}
 		case "block_size":
 			n, err := parseBytes(v)

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +109,7 @@ probe_budget = "soon"
 probe_results = ["etc/*.json", "/x/[.json"]
 `
 	want := []string{
-		`p.toml:4:1: rule 1 "x": probe.candidates: want at least two schedulers to compare, not 1`,
+		`p.toml:4:1: rule 1 "x": probe.candidates: want at least two schedulers to compare (or one, with two nr_requests), not 1`,
 		`p.toml:5:1: rule 1 "x": probe.duration: 10m0s is outside 10ms..10s`,
 		`p.toml:6:1: rule 1 "x": probe.rounds: 0 is outside 1..15`,
 		`p.toml:7:1: rule 1 "x": probe.depth: 5000 is outside 1..1024`,
@@ -117,7 +118,7 @@ probe_results = ["etc/*.json", "/x/[.json"]
 		`p.toml:10:1: rule 1 "x": probe.choose: "fastest" is not a choice: "balanced" (deep-queue IOPS without a depth-1 p99 regression), "iops" or "latency"`,
 		`p.toml:11:1: rule 1 "x": probe.margin: want a percentage as a string, such as "5%", not an integer`,
 		`p.toml:12:1: rule 1 "x": probe.max_age: 1s is shorter than a minute: every start would probe again`,
-		`p.toml:13:1: rule 1 "x": probe.workload: unknown key (valid: candidates, duration, rounds, depth, depths, block_size, engine, choose, margin, max_age)`,
+		`p.toml:13:1: rule 1 "x": probe.workload: unknown key (valid: candidates, duration, rounds, depth, depths, block_size, engine, choose, margin, max_age, nr_requests)`,
 		`p.toml:17:1: rule 2 "y": probe: want a table ([rule.probe]), not a string`,
 		`p.toml:19:1: rule 2 "y": set.candidates: unknown key here: "candidates" belongs in [rule.probe]`,
 		`p.toml:24:23: rule 3 "z": probe.candidates: none is named twice`,
@@ -132,6 +133,59 @@ probe_results = ["etc/*.json", "/x/[.json"]
 	got := errorLines(t, File{Name: "p.toml", Data: []byte(src)})
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestParseProbeNrRequests: nr_requests candidates are "default" or a
+// number, each checked at its place in the list; a good list reaches the
+// probe's options.
+func TestParseProbeNrRequests(t *testing.T) {
+	t.Parallel()
+	src := `[[rule]]
+name = "x"
+[rule.probe]
+candidates = ["mq-deadline"]
+nr_requests = ["default", 2, "many", 64, 64, 0, 4096]
+
+[[rule]]
+name = "y"
+[rule.probe]
+candidates = ["mq-deadline"]
+nr_requests = 64
+`
+	// An nr_requests list that cannot be read leaves one scheduler to
+	// compare: the candidates are reported too.
+	want := []string{
+		`p.toml:4:1: rule 1 "x": probe.candidates: want at least two schedulers to compare (or one, with two nr_requests), not 1`,
+		`p.toml:5:30: rule 1 "x": probe.nr_requests: "many" is not an nr_requests: want "default" or a number of requests, such as 64`,
+		`p.toml:5:46: rule 1 "x": probe.nr_requests: 0 is not an nr_requests: write "default" for the kernel's value`,
+		`p.toml:10:1: rule 2 "y": probe.candidates: want at least two schedulers to compare (or one, with two nr_requests), not 1`,
+		`p.toml:11:1: rule 2 "y": probe.nr_requests: want a list of nr_requests values, such as ["default", 64], not an integer`,
+	}
+	got := errorLines(t, File{Name: "p.toml", Data: []byte(src)})
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	src = strings.Replace(src, `"many", 64, 64, 0, 4096]`, `64, 64, 4096]`, 1)
+	want = []string{
+		`p.toml:5:27: rule 1 "x": probe.nr_requests: 2 is outside 4..2048 (or "default", the kernel's value for the scheduler)`,
+		`p.toml:5:34: rule 1 "x": probe.nr_requests: 64 is named twice`,
+		`p.toml:5:38: rule 1 "x": probe.nr_requests: 4096 is outside 4..2048 (or "default", the kernel's value for the scheduler)`,
+	}
+	if got := errorLines(t, File{Name: "p.toml", Data: []byte(src)}); !slices.Equal(got[:min(len(got), 3)], want) {
+		t.Errorf("errors:\n%s\nwant first:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	adaptive := "[[rule]]\nname = \"x\"\n[rule.probe]\nnr_requests = [4, \"default\"]\n[rule.adapt]\n"
+	if got := errorLines(t, File{Name: "a.toml", Data: []byte(adaptive)}); len(got) != 1 ||
+		got[0] != `a.toml:5:1: rule 1 "x": adapt: an adaptive rule switches schedulers by one curve each, and its [rule.probe] measures nr_requests too: size nr_requests in a rule without [rule.adapt]` {
+		t.Errorf("adapt with nr_requests: %q", got)
+	}
+	p, err := Parse(File{Name: "q.toml", Data: []byte("[[rule]]\nname = \"x\"\n[rule.probe]\ncandidates = [\"mq-deadline\"]\nnr_requests = [4, \"default\"]\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Rules[0].Probe().NrRequests; !slices.Equal(got, []int{4, probeopt.NrRequestsDefault}) {
+		t.Errorf("nr_requests %v, want [4 default]", got)
 	}
 }
 

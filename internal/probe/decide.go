@@ -36,6 +36,12 @@ type Decision struct {
 	// (the margin, or the rounds' spread if larger), so the incumbent
 	// stays.
 	NoDifference bool `json:"no_difference,omitempty"`
+	// WinnerNr is the winner's nr_requests, as the disk took it, when
+	// the probe measured nr_requests as a dimension (the kernel's
+	// default for the scheduler included: a disk whose original value
+	// differs gets it written); 0 without the dimension. It is written
+	// after the scheduler, since the switch resets it.
+	WinnerNr int `json:"winner_nr_requests,omitempty"`
 	// Undecided: the figures decide nothing (a rate that moved during
 	// the probe); Winner is only the scheduler the probe left in place,
 	// which a caller must not apply.
@@ -46,7 +52,8 @@ type Decision struct {
 // challenger wins by the rule of choose (see ChooseIOPS, ChooseLatency,
 // ChooseBalanced) with margin (0.05 for 5%); among several challengers that
 // win, the best by the chosen figure does. Rounds are compared by their
-// Round number.
+// Round number. incumbent and the decision's texts name candidates by
+// Candidate.Name.
 func Decide(choose string, margin float64, incumbent string, cands []Candidate) Decision {
 	return DecideFor(choose, margin, incumbent, true, cands)
 }
@@ -62,12 +69,12 @@ func DecideFor(choose string, margin float64, incumbent string, onDisk bool, can
 	}
 	var inc *Candidate
 	for i := range cands {
-		if cands[i].Scheduler == incumbent {
+		if cands[i].Name() == incumbent {
 			inc = &cands[i]
 		}
 	}
 	if inc == nil {
-		return Decision{Winner: incumbent, Reason: fmt.Sprintf("%s %s: it was not measured", incumbent, stays)}
+		return Decision{Winner: schedOf(incumbent), Reason: fmt.Sprintf("%s %s: it was not measured", incumbent, stays)}
 	}
 	var best *Candidate
 	var bestWhy string
@@ -89,15 +96,23 @@ func DecideFor(choose string, margin float64, incumbent string, onDisk bool, can
 	if best == nil {
 		return Decision{
 			Winner:     inc.Scheduler,
-			Reason:     fmt.Sprintf("%s %s: %s", inc.Scheduler, stays, strings.Join(losers, "; ")),
-			Provenance: "probe: " + compare(pickMain(cands, inc), inc) + ", " + inc.Scheduler + " " + kept,
+			WinnerNr:   inc.NrRequestsSet,
+			Reason:     fmt.Sprintf("%s %s: %s", inc.Name(), stays, strings.Join(losers, "; ")),
+			Provenance: "probe: " + compare(pickMain(cands, inc), inc) + ", " + inc.Name() + " " + kept,
 		}
 	}
 	return Decision{
 		Winner:     best.Scheduler,
-		Reason:     fmt.Sprintf("%s wins: %s", best.Scheduler, bestWhy),
+		WinnerNr:   best.NrRequestsSet,
+		Reason:     fmt.Sprintf("%s wins: %s", best.Name(), bestWhy),
 		Provenance: "probe: " + compare(best, inc),
 	}
+}
+
+// schedOf is the scheduler of a candidate's name.
+func schedOf(name string) string {
+	s, _, _ := strings.Cut(name, " ")
+	return s
 }
 
 // pickMain is the challenger to show when none won: the one with the most
@@ -130,7 +145,7 @@ func beats(choose string, margin float64, c, inc *Candidate) (bool, string) {
 	switch choose {
 	case ChooseLatency:
 		won, n := roundsWon(c, inc, func(a, b *Figures) bool { return a.QD1P99 < b.QD1P99*(1-margin) })
-		head := fmt.Sprintf("%s depth-1 p99 %s (%s vs %s)", c.Scheduler, signed(p99Change), us(c.QD1P99), us(inc.QD1P99))
+		head := fmt.Sprintf("%s depth-1 p99 %s (%s vs %s)", c.Name(), signed(p99Change), us(c.QD1P99), us(inc.QD1P99))
 		switch {
 		case !(c.QD1P99 < inc.QD1P99*(1-margin)):
 			return false, fmt.Sprintf("%s, not more than %s lower in the median", head, pct)
@@ -140,7 +155,7 @@ func beats(choose string, margin float64, c, inc *Candidate) (bool, string) {
 		return true, fmt.Sprintf("%s, more than %s lower in the median and in %d of %d rounds", head, pct, won, n)
 	default:
 		won, n := roundsWon(c, inc, func(a, b *Figures) bool { return a.IOPS > b.IOPS*(1+margin) })
-		head := fmt.Sprintf("%s %s IOPS vs %s (%s)", c.Scheduler, kilo(c.IOPS), kilo(inc.IOPS), signed(iopsGain))
+		head := fmt.Sprintf("%s %s IOPS vs %s (%s)", c.Name(), kilo(c.IOPS), kilo(inc.IOPS), signed(iopsGain))
 		switch {
 		case !(c.IOPS > inc.IOPS*(1+margin)):
 			return false, fmt.Sprintf("%s, not more than %s in the median", head, pct)
@@ -178,7 +193,7 @@ func majority(won, n int) bool { return n > 0 && 2*won > n }
 
 // compare is "none 143K IOPS vs mq-deadline 111K (+29%), depth-1 p99 +2%".
 func compare(c, inc *Candidate) string {
-	return fmt.Sprintf("%s %s IOPS vs %s %s (%s), depth-1 p99 %s", c.Scheduler, kilo(c.IOPS), inc.Scheduler, kilo(inc.IOPS),
+	return fmt.Sprintf("%s %s IOPS vs %s %s (%s), depth-1 p99 %s", c.Name(), kilo(c.IOPS), inc.Name(), kilo(inc.IOPS),
 		signed(change(c.IOPS, inc.IOPS)), signed(change(c.QD1P99, inc.QD1P99)))
 }
 

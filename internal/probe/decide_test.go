@@ -1,8 +1,13 @@
 package probe
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/iosched/iosched/internal/probe/probeopt"
+	"github.com/iosched/iosched/internal/sysfs"
+	"github.com/iosched/iosched/internal/treetest"
 )
 
 // cand builds a candidate from per-round deep IOPS and depth-1 p99, with
@@ -187,5 +192,104 @@ func TestDecideIncumbentNotOnTheDisk(t *testing.T) {
 	}
 	if d := DecideFor(ChooseBalanced, 0.05, "none", true, cands); !strings.Contains(d.Reason, "none stays") || !strings.Contains(d.Provenance, "none kept") {
 		t.Errorf("on the disk: %+v", d)
+	}
+}
+
+// TestDecidePairs: candidates that differ by nr_requests are told apart by
+// name; the decision carries the winner's nr_requests as the disk took it,
+// and "no difference" keeps the incumbent's.
+func TestDecidePairs(t *testing.T) {
+	t.Parallel()
+	pair := func(sched string, nr, set int, iops ...float64) Candidate {
+		c := Candidate{Scheduler: sched, NrRequests: nr, NrRequestsSet: set}
+		for i, v := range iops {
+			c.Rounds = append(c.Rounds, RoundFigures{Round: i + 1, Figures: Figures{IOPS: v, QD1P99: 100}})
+		}
+		c.medians()
+		return c
+	}
+	cands := []Candidate{
+		pair("mq-deadline", 4, 4, 1000, 1010, 990),
+		pair("mq-deadline", probeopt.NrRequestsDefault, 256, 3900, 4000, 4100),
+		pair("none", 4, 4, 1000, 1000, 1000),
+		pair("none", 512, 128, 3000, 3000, 3000),
+	}
+	noise := setSpreads(ChooseIOPS, cands)
+	d := withinNoise(DecideFor(ChooseIOPS, 0.05, "mq-deadline nr_requests 4", true, cands), ChooseIOPS, 0.05, noise, "mq-deadline nr_requests 4", true, cands)
+	if d.Winner != "mq-deadline" || d.WinnerNr != 256 || d.NoDifference || !strings.HasPrefix(d.Reason, "mq-deadline nr_requests default wins: ") {
+		t.Errorf("decision %+v, want mq-deadline with its default 256", d)
+	}
+	if !cands[1].Won(d) || cands[0].Won(d) || cands[1].Label() != "mq-deadline nr_requests default (256)" || cands[3].Label() != "none nr_requests 512 (128)" {
+		t.Errorf("won %v %v, labels %q %q", cands[1].Won(d), cands[0].Won(d), cands[1].Label(), cands[3].Label())
+	}
+	same := []Candidate{pair("none", 4, 4, 1000, 1010, 990), pair("none", 64, 64, 1005, 1000, 995)}
+	noise = setSpreads(ChooseIOPS, same)
+	d = withinNoise(DecideFor(ChooseIOPS, 0.05, "none nr_requests 64", true, same), ChooseIOPS, 0.05, noise, "none nr_requests 64", true, same)
+	if !d.NoDifference || d.Winner != "none" || d.WinnerNr != 64 {
+		t.Errorf("decision %+v, want no difference and the incumbent's nr_requests 64 kept", d)
+	}
+}
+
+// TestIncumbentOf: the disk's scheduler with its nr_requests when both
+// are candidates ("default" when the value is the kernel's for it), else
+// the first candidate, not on the disk.
+func TestIncumbentOf(t *testing.T) {
+	t.Parallel()
+	nrs := []int{probeopt.NrRequestsDefault, 64}
+	for _, c := range []struct {
+		sched  string
+		nr     int
+		want   string
+		onDisk bool
+	}{
+		{"mq-deadline", 64, "mq-deadline nr_requests 64", true},
+		{"mq-deadline", 256, "mq-deadline nr_requests default", true},
+		{"none", 128, "none nr_requests default", true},
+		{"mq-deadline", 6, "mq-deadline nr_requests default", false},
+		{"bfq", 64, "none nr_requests default", false},
+	} {
+		got, on := incumbentOf([]string{"none", "mq-deadline"}, nrs, c.sched, c.nr, 128)
+		if got != c.want || on != c.onDisk {
+			t.Errorf("%s with %d: %q on disk %v, want %q %v", c.sched, c.nr, got, on, c.want, c.onDisk)
+		}
+	}
+	if got, on := incumbentOf([]string{"none", "mq-deadline"}, nil, "mq-deadline", 6, 128); got != "mq-deadline" || !on {
+		t.Errorf("without nr_requests: %q %v", got, on)
+	}
+}
+
+// TestForceNr: under none the value a disk shows is not always the depth
+// of its tags in use, and the kernel ignores a write of the value shown:
+// forceNr writes another value first then, and only then.
+func TestForceNr(t *testing.T) {
+	t.Parallel()
+	root := treetest.Copy(t, "../../testdata/sysfs/cloud")
+	fs, err := sysfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := readNr(fs, "vda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		n    int
+		want []int
+	}{
+		{shown, []int{shown - 1, shown}},
+		{shown / 2, []int{shown / 2}},
+	} {
+		var wrote []int
+		got, err := forceNr(fs, "vda", c.n, func(n int) (int, error) { wrote = append(wrote, n); return n, nil })
+		if err != nil || got != c.n || !slices.Equal(wrote, c.want) {
+			t.Errorf("forceNr(%d) with %d shown: %d, %v, wrote %v; want %v", c.n, shown, got, err, wrote, c.want)
+		}
+	}
+	if err := fs.WriteQueueAttr("vda", "nr_requests", "4"); err != nil {
+		t.Fatal(err)
+	}
+	var wrote []int
+	if _, err := forceNr(fs, "vda", 4, func(n int) (int, error) { wrote = append(wrote, n); return n, nil }); err != nil || !slices.Equal(wrote, []int{5, 4}) {
+		t.Errorf("forceNr(4) with 4 shown: %v, wrote %v; want 5 then 4 (nothing below the kernel's floor)", err, wrote)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/iosched/iosched/internal/probe/probeopt"
 )
 
 // Figures are one candidate's results: of one round, or the medians over
@@ -39,6 +41,13 @@ type RoundFigures struct {
 // round.
 type Candidate struct {
 	Scheduler string `json:"scheduler"`
+	// NrRequests is the nr_requests asked for with the scheduler when the
+	// probe measured that dimension (probeopt.NrRequestsDefault: the
+	// kernel's value for the scheduler), and NrRequestsSet the value the
+	// disk took, read back after the write (with none, the kernel holds
+	// it to the hardware's tags); 0 without the dimension.
+	NrRequests    int `json:"nr_requests,omitempty"`
+	NrRequestsSet int `json:"nr_requests_set,omitempty"`
 	Figures
 	Rounds []RoundFigures `json:"rounds"`
 	// Spread is how far the rounds disagree on the figure the probe
@@ -48,6 +57,40 @@ type Candidate struct {
 	// depth; empty for a result measured before curves existed (Points
 	// fills in).
 	Curve []CurvePoint `json:"curve,omitempty"`
+}
+
+// Name is the candidate as reports and decisions name it: the scheduler,
+// followed by its nr_requests when the probe measured that dimension
+// ("mq-deadline nr_requests 4", "none nr_requests default").
+func (c *Candidate) Name() string {
+	if c.NrRequestsSet == 0 {
+		return c.Scheduler
+	}
+	return pairName(c.Scheduler, c.NrRequests, true)
+}
+
+// Won reports whether c is the candidate d chose.
+func (c *Candidate) Won(d Decision) bool {
+	return c.Scheduler == d.Winner && c.NrRequestsSet == d.WinnerNr
+}
+
+// Label is Name, with the value the disk took when it is not the one
+// named ("none nr_requests 256 (128)": with none the kernel holds
+// nr_requests to the hardware's tags; "default (256)": the kernel's).
+func (c *Candidate) Label() string {
+	if c.NrRequestsSet == 0 || c.NrRequestsSet == c.NrRequests {
+		return c.Name()
+	}
+	return fmt.Sprintf("%s (%d)", c.Name(), c.NrRequestsSet)
+}
+
+// pairName names a (scheduler, nr_requests) candidate; withNr false
+// names the scheduler alone (no nr_requests dimension).
+func pairName(sched string, nr int, withNr bool) string {
+	if !withNr {
+		return sched
+	}
+	return sched + " nr_requests " + probeopt.NrRequestsText(nr)
 }
 
 // measured is what one measurement gives.

@@ -127,13 +127,14 @@ func disturbance(cands []Candidate) string {
 func withinNoise(d Decision, choose string, margin, noise float64, incumbent string, onDisk bool, cands []Candidate) Decision {
 	var inc *Candidate
 	for i := range cands {
-		if cands[i].Scheduler == incumbent {
+		if cands[i].Name() == incumbent {
 			inc = &cands[i]
 		}
 	}
 	if inc == nil {
 		return d
 	}
+	won := func(c *Candidate) bool { return c.Scheduler == d.Winner && c.NrRequestsSet == d.WinnerNr }
 	limit := max(margin, noise)
 	for i := range cands {
 		c := &cands[i]
@@ -141,10 +142,10 @@ func withinNoise(d Decision, choose string, margin, noise float64, incumbent str
 			continue
 		}
 		gain := math.Abs(change(figureOf(choose, &c.Figures), figureOf(choose, &inc.Figures)))
-		if c.Scheduler == d.Winner && gain > max(c.Spread, inc.Spread) {
+		if won(c) && gain > max(c.Spread, inc.Spread) {
 			return d // a win larger than either's spread stands
 		}
-		if gain > limit && c.Scheduler != d.Winner {
+		if gain > limit && !won(c) {
 			return d // a real difference, a loss: the reason says it
 		}
 	}
@@ -153,7 +154,8 @@ func withinNoise(d Decision, choose string, margin, noise float64, incumbent str
 		stays = incumbent + " is chosen as the first candidate (the disk's scheduler is not one)"
 	}
 	return Decision{
-		Winner: incumbent,
+		Winner:   inc.Scheduler,
+		WinnerNr: inc.NrRequestsSet,
 		Reason: fmt.Sprintf("no difference above %.0f%%: %s (the rounds' spread is %.0f%%, the margin %.0f%%)",
 			limit*100, stays, noise*100, margin*100),
 		Provenance:   fmt.Sprintf("probe: no difference above %.0f%% (spread %.0f%%), %s kept", limit*100, noise*100, incumbent),
@@ -172,7 +174,7 @@ func step(cands []Candidate) string {
 	var ms []m
 	for i := range cands {
 		for _, r := range cands[i].Rounds {
-			ms = append(ms, m{r.Round, r.Position, r.IOPS, cands[i].Scheduler})
+			ms = append(ms, m{r.Round, r.Position, r.IOPS, cands[i].Name()})
 		}
 	}
 	slices.SortFunc(ms, func(a, b m) int {

@@ -49,7 +49,7 @@ func (o *Options) warmup() time.Duration { return min(o.Duration/4, maxWarmup) }
 // depth caps the depths takes no longer.
 func (o Options) Budget() time.Duration {
 	o.fill()
-	return budgetFor(o, fastShape(o), len(o.Candidates), busySample)
+	return budgetFor(o, fastShape(o), len(pairsOf(o.Candidates, o.NrRequests)), busySample)
 }
 
 // measuredDepths are the depths each candidate is measured at in a

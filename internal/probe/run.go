@@ -57,9 +57,15 @@ type Report struct {
 	Choose    string  `json:"choose"`
 	Margin    float64 `json:"margin"`
 	// Original is the scheduler the disk had; Incumbent the candidate a
-	// challenger must beat (Original when it is a candidate).
+	// challenger must beat (Original when it is a candidate), by
+	// Candidate.Name.
 	Original  string `json:"original"`
 	Incumbent string `json:"incumbent"`
+	// NrRequests are the nr_requests each scheduler was measured with
+	// (Options.NrRequests), none without that dimension; OriginalNr is
+	// the disk's nr_requests before the probe.
+	NrRequests []int `json:"nr_requests,omitempty"`
+	OriginalNr int   `json:"original_nr_requests,omitempty"`
 	// Restored: every setting the probe changed is back as it was.
 	Restored bool `json:"restored"`
 	// Disturbed says how others used the disk around the measurements
@@ -208,7 +214,7 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 			cands = append(cands, c)
 		}
 	}
-	if len(cands) < 2 {
+	if len(pairsOf(cands, o.NrRequests)) < 2 {
 		return nil, refuse(name, "it offers %d of the candidates %s (it offers %s): nothing to compare", len(cands), strings.Join(o.Candidates, ", "), strings.Join(dev.Schedulers, ", "))
 	}
 	if dev.SizeBytes == nil || *dev.SizeBytes < uint64(minBlocks*o.BlockSize) {
@@ -272,9 +278,23 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 	asked := o.Depths
 	o.Depths = CapDepths(o.Depths, rep.Key.QueueDepth)
 	rep.Depths = o.Depths
-	rep.Incumbent = cands[0]
-	if slices.Contains(cands, *dev.Scheduler) {
-		rep.Incumbent = *dev.Scheduler
+	nr := nrState{on: len(o.NrRequests) > 0, defaults: map[string]int{}, tags: rep.Key.QueueDepth}
+	if nr.on {
+		rep.NrRequests = slices.Clone(o.NrRequests)
+		v, err := readNr(t.FS, name)
+		if err != nil {
+			return nil, refuse(name, "its nr_requests cannot be read, and the probe would have to put it back: %v", err)
+		}
+		rep.OriginalNr = v
+	}
+	pairs := pairsOf(cands, o.NrRequests)
+	var onDisk bool
+	rep.Incumbent, onDisk = incumbentOf(cands, o.NrRequests, *dev.Scheduler, rep.OriginalNr, rep.Key.QueueDepth)
+	if nr.on && len(cands) > 1 && pairs[0].sched == *dev.Scheduler {
+		// The first switch is to another scheduler, so that each
+		// scheduler's default nr_requests is read after a switch to
+		// it (switching to the scheduler a disk runs changes nothing).
+		pairs = append(pairs[len(o.NrRequests):], pairs[:len(o.NrRequests)]...)
 	}
 	rep.NoWait, rep.NoWaitReason = devnode.NoWait(t.DevDir, name, dev.MajorMinor)
 
@@ -300,7 +320,11 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 		return nil, busy
 	}
 	gone := func() bool { return !t.FS.Exists(name) || t.FS.DiskSeq(name) != dev.DiskSeq }
-	sh, err := sizeDisk(ctx, eng, fd, int64(*dev.SizeBytes), o, say, func(more time.Duration) {
+	pool := 0
+	if nr.on {
+		pool = rep.OriginalNr
+	}
+	sh, err := sizeDisk(ctx, eng, fd, int64(*dev.SizeBytes), o, pool, say, func(more time.Duration) {
 		rep.BudgetS = (time.Since(start) + more).Seconds()
 	})
 	if err != nil {
@@ -320,7 +344,7 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 	if len(sh.dropped) > 0 {
 		rep.FlatAt = sh.flatAt
 	}
-	budget := budgetFor(o, sh, len(cands), time.Since(start))
+	budget := budgetFor(o, sh, len(pairs), time.Since(start))
 	rep.BudgetS = budget.Seconds()
 	capped := ""
 	if !slices.Equal(asked, CapDepths(asked, rep.Key.QueueDepth)) {
@@ -329,8 +353,12 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 	if len(sh.dropped) > 0 {
 		capped += fmt.Sprintf(", past depth %d dropped: flat", sh.flatAt)
 	}
+	names := make([]string, len(pairs))
+	for i, p := range pairs {
+		names[i] = pairName(p.sched, p.nr, nr.on)
+	}
 	say("probing %s: %s, %d rounds x %d candidates (%s), %s per measurement at depths %s (curve %s%s; decision at 1 and %d), %d-byte reads; %s: at most %s",
-		name, eng.Name(), o.Rounds, len(cands), strings.Join(cands, ", "), o.Duration, joinInts(measuredDepths(o.Depths, o.Depth)),
+		name, eng.Name(), o.Rounds, len(pairs), strings.Join(names, ", "), o.Duration, joinInts(measuredDepths(o.Depths, o.Depth)),
 		joinInts(o.Depths), capped, o.Depth, o.BlockSize, sh.describe(), budget.Round(100*time.Millisecond))
 
 	// Everything that can fail before the restore below is armed comes
@@ -353,7 +381,7 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 	// Measuring stops in time for the restore to fit in the budget.
 	mctx, cancel := context.WithDeadline(ctx, start.Add(budget-restoreAllowance))
 	defer cancel()
-	apply := ""
+	apply, applyNr := "", 0
 	writes := writeChain{inFlight: t.InFlight, disk: name, original: orig.Values["scheduler"]}
 	defer func() {
 		// Every way out puts the originals back, unless the winner is to
@@ -365,7 +393,7 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 			}
 			return
 		}
-		keep := apply != "" && apply != orig.Values["scheduler"]
+		keep := apply != "" && (apply != orig.Values["scheduler"] || applyNr > 0 && strconv.Itoa(applyNr) != orig.Values["nr_requests"])
 		what := "restore"
 		if keep {
 			what = "scheduler " + apply
@@ -376,8 +404,22 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 			if err := writes.stillOurs(t.FS, name, "before the restore"); err != nil {
 				return err
 			}
+			if nr.shrunk && !(keep && apply == "none") {
+				// The hardware tags in use are the last none
+				// pool's, whatever nr_requests shows after.
+				if err := rec.growTags(t.FS, nr.tags); err != nil {
+					return err
+				}
+			}
 			if keep {
-				return setScheduler(t.FS, name, apply)
+				if err := setScheduler(t.FS, name, apply); err != nil || applyNr == 0 {
+					return err
+				}
+				if apply == "none" {
+					_, err := forceNr(t.FS, name, applyNr, func(n int) (int, error) { return n, setNr(t.FS, name, n) })
+					return err
+				}
+				return setNr(t.FS, name, applyNr)
 			}
 			return orig.Restore(t.FS, name)
 		})
@@ -443,21 +485,23 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 		rep.ElapsedS = time.Since(start).Seconds()
 	}()
 
-	rep.Candidates = make([]Candidate, len(cands))
-	byName := map[string]*Candidate{}
-	for i, c := range cands {
-		rep.Candidates[i].Scheduler = c
-		byName[c] = &rep.Candidates[i]
+	rep.Candidates = make([]Candidate, len(pairs))
+	for i, p := range pairs {
+		rep.Candidates[i].Scheduler, rep.Candidates[i].NrRequests = p.sched, p.nr
 	}
 	var workerRuns int64
 	workerSeen := EngineSeesPunting(eng.Name())
 	for round := 1; round <= o.Rounds; round++ {
-		order := slices.Clone(cands)
+		order := make([]int, len(pairs))
+		for i := range order {
+			order[i] = i
+		}
 		if round%2 == 0 {
 			slices.Reverse(order)
 		}
-		for pos, c := range order {
-			rf, wr, err := measureCandidate(mctx, &writes, rec, t.FS, name, eng, fd, int64(*dev.SizeBytes), c, round, o, &sh)
+		for pos, ci := range order {
+			c := names[ci]
+			rf, set, wr, err := measureCandidate(mctx, &writes, rec, t.FS, name, eng, fd, int64(*dev.SizeBytes), pairs[ci], &nr, round, o, &sh)
 			if err != nil {
 				if gone() {
 					return rep, fmt.Errorf("%s: %w (%v)", name, ErrDiskGone, err)
@@ -486,7 +530,8 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 			}
 			workerRuns += max(wr, 0)
 			rf.Round, rf.Position = round, pos+1
-			byName[c].Rounds = append(byName[c].Rounds, rf)
+			rep.Candidates[ci].Rounds = append(rep.Candidates[ci].Rounds, rf)
+			rep.Candidates[ci].NrRequestsSet = set
 			say("round %d/%d %-12s depth %d: %s IOPS %.1f MiB/s p99 %s; depth 1: %s IOPS p50 %s p99 %s; curve %s",
 				round, o.Rounds, c, o.Depth, kilo(rf.IOPS), rf.MiBs, us(rf.P99us), kilo(rf.QD1IOPS), us(rf.QD1P50), us(rf.QD1P99), CurveText(rf.Curve))
 		}
@@ -499,7 +544,6 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 		rep.Candidates[i].medians()
 	}
 	rep.Noise = setSpreads(o.Choose, rep.Candidates)
-	onDisk := rep.Incumbent == rep.Original
 	rep.Decision = withinNoise(DecideFor(o.Choose, o.Margin, rep.Incumbent, onDisk, rep.Candidates),
 		o.Choose, o.Margin, rep.Noise, rep.Incumbent, onDisk, rep.Candidates)
 	if why := disturbance(rep.Candidates); why != "" {
@@ -513,9 +557,139 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 		return rep, nil // nothing applied: the original is restored
 	}
 	if o.Apply {
-		apply = rep.Winner
+		apply, applyNr = rep.Winner, rep.WinnerNr
 	}
 	return rep, nil
+}
+
+// pair is one candidate of a probe: a scheduler, with an nr_requests
+// when that dimension is measured.
+type pair struct {
+	sched string
+	nr    int
+}
+
+// pairsOf are the candidates: each scheduler with each of nrs, or alone
+// when nrs is empty, scheduler by scheduler.
+func pairsOf(scheds []string, nrs []int) []pair {
+	var out []pair
+	for _, s := range scheds {
+		if len(nrs) == 0 {
+			out = append(out, pair{sched: s})
+		}
+		for _, n := range nrs {
+			out = append(out, pair{sched: s, nr: n})
+		}
+	}
+	return out
+}
+
+// incumbentOf names the candidate a challenger must beat on a disk that
+// runs sched with nr_requests nr and tags hardware tags: the disk's own
+// settings when they are a candidate (onDisk), else the first candidate
+// of sched (or of the first scheduler when sched is none of them). A
+// disk's nr_requests is the "default" candidate when it is the kernel's
+// value for sched (defaultNr).
+func incumbentOf(scheds []string, nrs []int, sched string, nr, tags int) (name string, onDisk bool) {
+	s := scheds[0]
+	if slices.Contains(scheds, sched) {
+		s, onDisk = sched, true
+	}
+	if len(nrs) == 0 {
+		return s, onDisk
+	}
+	at := -1
+	for i, n := range nrs {
+		if n == nr || n == probeopt.NrRequestsDefault && nr == defaultNr(sched, tags) && nr > 0 {
+			at = i
+		}
+	}
+	if at < 0 || !onDisk {
+		return pairName(s, nrs[0], true), false
+	}
+	return pairName(s, nrs[at], true), true
+}
+
+// defaultNr is the nr_requests the kernel gives sched on a disk of tags
+// hardware tags when the switch to it is made: the tags for none
+// (elevator_disable in block/elevator.c), else twice the tags up to
+// BLKDEV_DEFAULT_RQ, 128 (blk_mq_init_sched in block/blk-mq-sched.c); 0
+// when tags is not known. The probe reads the value back after a switch;
+// this is for a scheduler it did not switch to, the one the disk runs.
+func defaultNr(sched string, tags int) int {
+	switch {
+	case tags <= 0:
+		return 0
+	case sched == "none":
+		return tags
+	}
+	return 2 * min(tags, 128)
+}
+
+// nrState is what a probe measuring nr_requests knows: whether it does,
+// each scheduler's default as read back after a switch to it, and the
+// disk's hardware tags. Only the write chain's goroutines use defaults,
+// one after the other.
+type nrState struct {
+	on       bool
+	defaults map[string]int
+	tags     int
+	// shrunk: the probe's last write of none's pool was below the
+	// tags, which shrinks the hardware tags in use, for every scheduler,
+	// until a write under none grows them back: a switch resets the
+	// nr_requests shown, not them (elevator_disable in block/elevator.c
+	// sets it to the tag set's depth and resizes nothing).
+	shrunk bool
+}
+
+// forceNr makes n the pool of a disk running none, with set, which writes
+// and returns the value read back. Under none nr_requests is the depth of
+// the hardware tags in use (blk_mq_update_nr_requests resizes them), and
+// a switch to none shows the full tags as nr_requests without resizing
+// them back, while a write of the value shown changes nothing (the kernel
+// returns early): so when the disk shows n already, another value is
+// written first, and the tags in use are n whatever came before.
+func forceNr(fs sysfs.FS, name string, n int, set func(int) (int, error)) (int, error) {
+	cur, err := readNr(fs, name)
+	if err != nil {
+		return 0, err
+	}
+	if cur == n {
+		other := n - 1
+		if other < probeopt.MinNrRequests {
+			other = n + 1
+		}
+		if _, err := set(other); err != nil {
+			return 0, err
+		}
+	}
+	return set(n)
+}
+
+// readNr reads the disk's nr_requests.
+func readNr(fs sysfs.FS, name string) (int, error) {
+	v, err := fs.ReadQueueAttr(name, "nr_requests")
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("%s: nr_requests %q is not a number", name, v)
+	}
+	return n, nil
+}
+
+// setNr writes the disk's nr_requests and returns nil when the kernel
+// took n (see record.setNr for a value it holds to another).
+func setNr(fs sysfs.FS, name string, n int) error {
+	got, _, err := fs.WriteReadQueueAttr(name, "nr_requests", strconv.Itoa(n))
+	if err != nil {
+		return err
+	}
+	if got != strconv.Itoa(n) {
+		return fmt.Errorf("%s: nr_requests %d written, the kernel kept %s", name, n, got)
+	}
+	return nil
 }
 
 // writeChain makes a probe's writes to its disk's settings one after the
@@ -585,25 +759,74 @@ const switchWait = 500 * time.Millisecond
 // flight over it, from its stat read just before and after. The reads of
 // one round at one depth go to the same blocks for every candidate (the
 // seed is the round's and the depth's).
-func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs sysfs.FS, name string, eng Engine, fd int, size int64, sched string, round int, o Options, sh *shape) (RoundFigures, int64, error) {
+func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs sysfs.FS, name string, eng Engine, fd int, size int64, p pair, nr *nrState, round int, o Options, sh *shape) (RoundFigures, int, int64, error) {
 	var rf RoundFigures
+	sched := p.sched
+	set := 0 // the nr_requests the disk took, read back
 	switched := writes.start("scheduler "+sched, func() error {
 		if err := writes.stillOurs(fs, name, "before the switch to "+sched); err != nil {
 			return err
+		}
+		from := writes.left
+		if from == "" {
+			from = writes.original
+		}
+		if nr.shrunk && sched != "none" {
+			// A scheduler's requests each need a hardware tag too.
+			if err := rec.growTags(fs, nr.tags); err != nil {
+				return err
+			}
+			nr.shrunk = false
 		}
 		if err := rec.switchTo(fs, sched); err != nil {
 			return err
 		}
 		writes.left = sched
-		return nil
+		if !nr.on {
+			return nil
+		}
+		// The switch reset nr_requests to the scheduler's default
+		// (unless it was to the scheduler the disk ran): the value for
+		// "default" is what the disk shows right after it.
+		if from != sched {
+			v, err := readNr(fs, name)
+			if err != nil {
+				return err
+			}
+			nr.defaults[sched] = v
+		}
+		want := p.nr
+		if want == probeopt.NrRequestsDefault {
+			d, ok := nr.defaults[sched]
+			if !ok {
+				d = defaultNr(sched, nr.tags)
+			}
+			want = d
+		}
+		if sched != "none" {
+			got, err := rec.setNr(fs, want)
+			set = got
+			return err
+		}
+		if nr.tags > 0 {
+			// Without a scheduler the pool is the hardware's tags:
+			// the kernel refuses more (blk_mq_tag_update_depth in
+			// block/blk-mq-tag.c), so more is asked as the tags and
+			// reported as the value set.
+			want = min(want, nr.tags)
+			nr.shrunk = want < nr.tags
+		}
+		got, err := forceNr(fs, name, want, func(n int) (int, error) { return rec.setNr(fs, n) })
+		set = got
+		return err
 	})
 	select {
 	case <-switched.Done():
 		if err := switched.Err(); err != nil {
-			return rf, 0, err
+			return rf, 0, 0, err
 		}
 	case <-time.After(switchWait):
-		return rf, 0, fmt.Errorf("switching to %s: the disk has not taken it after %s (a switch waits for the I/O in flight): %w", sched, switchWait, ErrStuck)
+		return rf, 0, 0, fmt.Errorf("switching to %s: the disk has not taken it after %s (a switch waits for the I/O in flight): %w", pairName(sched, p.nr, nr.on), switchWait, ErrStuck)
 	}
 	runs := int64(0)
 	job := func(depth int, d time.Duration, seed uint64) (*Sample, float64, error) {
@@ -649,12 +872,12 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 		return s, observed, err
 	}
 	if _, _, err := job(o.Depth, o.warmup(), uint64(round)<<16|3); err != nil {
-		return rf, runs, err
+		return rf, set, runs, err
 	}
 	for _, depth := range measuredDepths(o.Depths, o.Depth) {
 		s, observed, err := job(depth, o.Duration, uint64(round)<<16|uint64(depth)<<2|1)
 		if err != nil {
-			return rf, runs, err
+			return rf, set, runs, err
 		}
 		m := summarize(s, o.BlockSize)
 		if depth == 1 {
@@ -667,7 +890,7 @@ func measureCandidate(ctx context.Context, writes *writeChain, rec *record, fs s
 			rf.Curve = append(rf.Curve, CurvePoint{Depth: depth, ObservedDepth: observed, IOPS: m.iops, P50us: m.p50, P99us: m.p99, IOWorkerRuns: HandoffsOf(s.WorkerRuns)})
 		}
 	}
-	return rf, runs, nil
+	return rf, set, runs, nil
 }
 
 // CurveText is a curve in one line: each point's depth, IOPS and, in

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/iosched/iosched/internal/disklock"
@@ -70,21 +71,27 @@ func (r *Runner) Lookup(dev *sysfs.Device, o Options, maxAge time.Duration) (*Re
 			offered = append(offered, c)
 		}
 	}
-	if len(offered) < 2 {
+	if len(pairsOf(offered, o.NrRequests)) < 2 {
 		return nil, nil
 	}
 	key := KeyOf(r.FS, dev)
 	want := Want{
 		// The depths a probe of this disk measures (Run caps them the
 		// same way).
-		Method: Method{Engine: engine, Depth: o.Depth, BlockSize: o.BlockSize, Depths: CapDepths(o.Depths, key.QueueDepth), Candidates: offered},
-		Choose: o.Choose, Margin: o.Margin, MaxAge: maxAge, Incumbent: offered[0],
+		Method: Method{Engine: engine, Depth: o.Depth, BlockSize: o.BlockSize, Depths: CapDepths(o.Depths, key.QueueDepth), Candidates: offered,
+			NrRequests: slices.Clone(o.NrRequests)},
+		Choose: o.Choose, Margin: o.Margin, MaxAge: maxAge,
 	}
-	if dev.Scheduler != nil && slices.Contains(offered, *dev.Scheduler) {
-		want.Incumbent = *dev.Scheduler
-	} else {
-		want.FirstCandidate = true
+	sched, nr := "", 0
+	if dev.Scheduler != nil {
+		sched = *dev.Scheduler
 	}
+	if v, ok := dev.Value("nr_requests"); ok {
+		nr, _ = strconv.Atoi(v)
+	}
+	var onDisk bool
+	want.Incumbent, onDisk = incumbentOf(offered, o.NrRequests, sched, nr, key.QueueDepth)
+	want.FirstCandidate = !onDisk
 	rec, err := r.Store.Lookup(key, want, r.now())
 	if rec == nil && err == nil {
 		rec, err = r.lookupFlat(key, want)
@@ -120,6 +127,15 @@ func (r *Runner) Probe(ctx context.Context, name string, o Options, fresh bool, 
 						return rep, err
 					}
 					rep.Applied = rep.Winner
+				}
+				if o.Apply && rep.WinnerNr > 0 {
+					// After the switch, which resets it.
+					if cur, err := readNr(r.FS, name); err != nil || cur != rep.WinnerNr {
+						if err := setNr(r.FS, name, rep.WinnerNr); err != nil {
+							return rep, err
+						}
+						rep.Applied = rep.Winner
+					}
 				}
 				return rep, nil
 			}
@@ -171,7 +187,7 @@ func (r *Runner) lookupFlat(key Key, want Want) (*Record, error) {
 func (rec *Record) report() *Report {
 	rep := &Report{
 		Device: rec.Device, Engine: rec.Engine, Depth: rec.Depth, Depths: rec.Depths, FlatAt: rec.FlatAt, BlockSize: rec.BlockSize, DurationS: rec.DurationS,
-		Rounds: rec.Rounds, Choose: rec.Choose, Margin: rec.Margin, Incumbent: rec.Incumbent,
+		Rounds: rec.Rounds, Choose: rec.Choose, Margin: rec.Margin, Incumbent: rec.Incumbent, NrRequests: rec.NrRequests,
 		Candidates: rec.Figures, Decision: rec.Decision, RememberedAs: rec.Key.String(), Key: rec.Key, Serial: rec.Serial,
 		From: "remembered " + rec.At.Format(time.RFC3339), MeasuredAt: rec.At,
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -119,6 +120,56 @@ func (r *record) switchTo(fs sysfs.FS, sched string) error {
 	r.disk().Landed(now)
 	if err := r.save(); err != nil {
 		return fmt.Errorf("%s: recording the switch to %s: %w", r.name, sched, err)
+	}
+	return nil
+}
+
+// setNr writes the disk's nr_requests after a switch, the record saying
+// first that the disk may show n and after the write what it shows, and
+// returns the value the disk took, read back: it can differ from n (the
+// kernel raises a value below its floor), and the figures are that
+// value's. Only the probe's write chain calls it.
+func (r *record) setNr(fs sysfs.FS, n int) (int, error) {
+	r.disk().Pending(map[string]string{"nr_requests": strconv.Itoa(n)})
+	if err := r.save(); err != nil {
+		return 0, fmt.Errorf("%s: recording nr_requests %d: %w", r.name, n, err)
+	}
+	got, _, err := fs.WriteReadQueueAttr(r.name, "nr_requests", strconv.Itoa(n))
+	if err != nil {
+		return 0, fmt.Errorf("%s: nr_requests %d: %w", r.name, n, err)
+	}
+	now, err := originals.Capture(fs, r.name)
+	if err != nil {
+		return 0, fmt.Errorf("%s: reading the settings after nr_requests %d: %w", r.name, n, err)
+	}
+	r.disk().Landed(now)
+	if err := r.save(); err != nil {
+		return 0, fmt.Errorf("%s: recording nr_requests %d: %w", r.name, n, err)
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(got))
+	if err != nil {
+		return 0, fmt.Errorf("%s: nr_requests reads back %q, not a number", r.name, got)
+	}
+	return v, nil
+}
+
+// growTags gives the disk its full hardware tags back after the probe
+// set none's pool below them (nrState.shrunk), by a write of the tags
+// under none (forceNr), switching to none first when the disk runs
+// another scheduler: the switch or restore that follows sets the rest.
+// Only the probe's write chain calls it.
+func (r *record) growTags(fs sysfs.FS, tags int) error {
+	cur, err := fs.ReadQueueAttr(r.name, "scheduler")
+	if err != nil {
+		return err
+	}
+	if cur != "none" {
+		if err := r.switchTo(fs, "none"); err != nil {
+			return err
+		}
+	}
+	if _, err := forceNr(fs, r.name, tags, func(n int) (int, error) { return r.setNr(fs, n) }); err != nil {
+		return fmt.Errorf("%s: growing the hardware tags back to %d: %w", r.name, tags, err)
 	}
 	return nil
 }

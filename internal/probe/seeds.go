@@ -253,8 +253,15 @@ func checkMethod(m Method) error {
 		return fmt.Errorf("depth %d is outside 1..%d", m.Depth, probeopt.MaxDepth)
 	case len(m.Depths) > probeopt.MaxDepths:
 		return fmt.Errorf("%d depths: at most %d", len(m.Depths), probeopt.MaxDepths)
-	case len(m.Candidates) < 2 || len(m.Candidates) > probeopt.MaxCandidates:
-		return fmt.Errorf("%d candidates: want 2..%d", len(m.Candidates), probeopt.MaxCandidates)
+	case len(m.Candidates) < 1 || len(m.Candidates) > probeopt.MaxCandidates || len(pairsOf(m.Candidates, m.NrRequests)) < 2:
+		return fmt.Errorf("%d candidates: want 2..%d (or one, with two nr_requests)", len(m.Candidates), probeopt.MaxCandidates)
+	case len(m.NrRequests) > 0 && len(pairsOf(m.Candidates, m.NrRequests)) > probeopt.MaxPairs:
+		return fmt.Errorf("%d candidates x %d nr_requests: at most %d pairs", len(m.Candidates), len(m.NrRequests), probeopt.MaxPairs)
+	}
+	for i, n := range m.NrRequests {
+		if n != probeopt.NrRequestsDefault && (n < probeopt.MinNrRequests || n > probeopt.MaxNrRequests) || slices.Contains(m.NrRequests[:i], n) {
+			return fmt.Errorf("nr_requests %s (of nr_requests) is outside %d..%d or named twice", probeopt.NrRequestsText(n), probeopt.MinNrRequests, probeopt.MaxNrRequests)
+		}
 	}
 	for _, d := range m.Depths {
 		if d < 1 || d > probeopt.MaxDepth {

@@ -112,6 +112,9 @@ func budgetFor(o Options, s shape, ncand int, took time.Duration) time.Duration 
 	for _, d := range measuredDepths(s.depths, s.deep) {
 		per += o.Duration + s.drainOf(d)
 	}
+	if len(o.NrRequests) > 0 {
+		per += switchAllowance // the write of nr_requests freezes the queue too
+	}
 	return took + time.Duration(o.Rounds*ncand)*per + restoreAllowance
 }
 
@@ -139,8 +142,11 @@ func limitedOffsets(size int64, blockSize int, seed uint64, n int) func(w int) f
 // point would be costly, runs the ramp up the depths; it returns the shape
 // the probe then runs with. It reads only, under the disk's own scheduler,
 // before anything is switched. say tells what it found; bound is told how
-// much longer the ramp can take, before it starts.
-func sizeDisk(ctx context.Context, eng Engine, fd int, size int64, o Options, say func(string, ...any), bound func(time.Duration)) (shape, error) {
+// much longer the ramp can take, before it starts. pool, when not 0, is
+// the disk's nr_requests while it is sized, in a probe that measures
+// other values of it: reads past it wait for a request, so a curve flat
+// past it may be the pool's, not the disk's, and no depth is dropped.
+func sizeDisk(ctx context.Context, eng Engine, fd int, size int64, o Options, pool int, say func(string, ...any), bound func(time.Duration)) (shape, error) {
 	s := shape{depths: o.Depths, deep: o.Depth, drain: map[int]time.Duration{}}
 	sm, err := eng.Run(ctx, &Job{FD: fd, BlockSize: o.BlockSize, Depth: 1, Deadline: time.Now().Add(latencyWait), Size: size,
 		Offsets: limitedOffsets(size, o.BlockSize, 1<<40, latencyReads)})
@@ -204,6 +210,10 @@ func sizeDisk(ctx context.Context, eng Engine, fd int, size int64, o Options, sa
 	}
 	if flat == 0 || flat == deepest {
 		return s, nil // nothing deeper to drop
+	}
+	if pool > 0 && flat > pool {
+		say("IOPS stops growing at depth %d, past the disk's nr_requests %d, which nr_requests candidates change: no depth dropped", flat, pool)
+		return s, nil
 	}
 	s.flatAt = flat
 	s.depths = nil

@@ -52,7 +52,7 @@ func sized(t *testing.T, m *modelDisk, o Options) (shape, error) {
 	t.Helper()
 	o.fill()
 	var said []string
-	s, err := sizeDisk(context.Background(), m, -1, 64<<20, o, func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }, func(time.Duration) {})
+	s, err := sizeDisk(context.Background(), m, -1, 64<<20, o, 0, func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }, func(time.Duration) {})
 	t.Log(said)
 	return s, err
 }
@@ -197,4 +197,28 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestSizeFlatPastPool: in a probe that measures other nr_requests, a
+// curve that stops growing past the disk's own nr_requests drops no
+// depth (the pool may be what flattens it); one flat at or below it is
+// the disk's, and drops the depths past it as before.
+func TestSizeFlatPastPool(t *testing.T) {
+	t.Parallel()
+	m := &modelDisk{lat: 5 * time.Millisecond, par: 4} // flat from depth 16 on
+	o := DefaultOptions()
+	o.fill()
+	size := func(pool int) shape {
+		s, err := sizeDisk(context.Background(), m, -1, 64<<20, o, pool, func(string, ...any) {}, func(time.Duration) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := size(4); len(s.dropped) != 0 || s.deep != o.Depth || !slices.Equal(s.depths, o.Depths) || s.flatAt != 0 {
+		t.Errorf("flat past nr_requests 4: depths %v deep %d dropped %v flat at %d; want nothing dropped", s.depths, s.deep, s.dropped, s.flatAt)
+	}
+	if s := size(16); !slices.Equal(s.dropped, []int{32, 64}) || s.deep != 16 || s.flatAt != 16 {
+		t.Errorf("flat at nr_requests 16: depths %v deep %d dropped %v flat at %d; want 32 and 64 dropped", s.depths, s.deep, s.dropped, s.flatAt)
+	}
 }

@@ -118,6 +118,10 @@ type Method struct {
 	// curves.
 	Depths     []int    `json:"depths,omitempty"`
 	Candidates []string `json:"candidates"`
+	// NrRequests are the nr_requests each candidate scheduler was
+	// measured with (probeopt.Options.NrRequests); none without that
+	// dimension.
+	NrRequests []int `json:"nr_requests,omitempty"`
 }
 
 // Record is one remembered probe result.
@@ -152,14 +156,16 @@ type Record struct {
 
 // RecordOf is what a finished probe leaves to remember.
 func RecordOf(r *Report, at time.Time) Record {
-	cands := make([]string, len(r.Candidates))
-	for i, c := range r.Candidates {
-		cands[i] = c.Scheduler
+	var cands []string
+	for _, c := range r.Candidates {
+		if !slices.Contains(cands, c.Scheduler) {
+			cands = append(cands, c.Scheduler)
+		}
 	}
 	engine := r.Engine
 	return Record{
 		Key: r.Key, Serial: r.Serial, Device: r.Device, At: at.UTC(),
-		Method:    Method{Engine: engine, Depth: r.Depth, BlockSize: r.BlockSize, Depths: slices.Clone(r.Depths), Candidates: cands},
+		Method:    Method{Engine: engine, Depth: r.Depth, BlockSize: r.BlockSize, Depths: slices.Clone(r.Depths), Candidates: cands, NrRequests: slices.Clone(r.NrRequests)},
 		DurationS: r.DurationS, FlatAt: r.FlatAt, Rounds: r.Rounds, Incumbent: r.Incumbent, Figures: r.Candidates,
 		Decision: r.Decision, Choose: r.Choose, Margin: r.Margin, Disturbed: r.Disturbed,
 		NoWait: r.NoWait,
@@ -287,10 +293,14 @@ func (r *Record) Check(now time.Time) error {
 			return fmt.Errorf("%q is not a scheduler (known: %s)", f.Scheduler, quotedNames(sysfs.MainlineSchedulers()))
 		case !slices.Contains(r.Candidates, f.Scheduler):
 			return fmt.Errorf("a figure for %q, which is not one of the candidates %s", f.Scheduler, strings.Join(r.Candidates, ", "))
-		case seen[f.Scheduler]:
-			return fmt.Errorf("two figures for %q", f.Scheduler)
+		case len(r.NrRequests) > 0 && (f.NrRequestsSet <= 0 || !slices.Contains(r.NrRequests, f.NrRequests)):
+			return fmt.Errorf("a figure for %q, whose nr_requests %d (set %d) is not one of %s", f.Name(), f.NrRequests, f.NrRequestsSet, fmtInts(r.NrRequests))
+		case len(r.NrRequests) == 0 && (f.NrRequests != 0 || f.NrRequestsSet != 0):
+			return fmt.Errorf("a figure for %q with an nr_requests, where the record measured none", f.Name())
+		case seen[f.Name()]:
+			return fmt.Errorf("two figures for %q", f.Name())
 		}
-		seen[f.Scheduler] = true
+		seen[f.Name()] = true
 		if err := checkCurve(f.Curve, r.Depths); err != nil {
 			return fmt.Errorf("%s's curve: %w", f.Scheduler, err)
 		}
@@ -524,7 +534,7 @@ func sameBase(a, b Method) bool {
 	x, y := slices.Clone(a.Candidates), slices.Clone(b.Candidates)
 	slices.Sort(x)
 	slices.Sort(y)
-	return slices.Equal(x, y)
+	return slices.Equal(x, y) && slices.Equal(a.NrRequests, b.NrRequests)
 }
 
 // serves says whether a result measured by m serves a lookup for want:

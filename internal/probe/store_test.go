@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iosched/iosched/internal/probe/probeopt"
 )
 
 func TestStore(t *testing.T) {
@@ -330,5 +332,50 @@ func TestParseKeyRoundTrip(t *testing.T) {
 		if _, err := ParseKey(s); err == nil {
 			t.Errorf("ParseKey(%q): no error", s)
 		}
+	}
+}
+
+// A result measured with nr_requests candidates holds one figure per
+// (scheduler, nr_requests) pair, serves only a lookup of the same
+// nr_requests, and its decision, made again, carries the winner's
+// nr_requests; a figure whose nr_requests is not among the method's is
+// refused.
+func TestStoreNrRequests(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	key := Key{Class: "virtio", Driver: "virtio_blk", HWQueues: 1, QueueDepth: 128, SizeBytes: 1 << 30, Kernel: "6.18.0"}
+	method := Method{Engine: EngineIOUring, Depth: 32, BlockSize: 4096, Candidates: []string{"mq-deadline"}, NrRequests: []int{4, probeopt.NrRequestsDefault}}
+	pair := func(nr, set int, iops float64) Candidate {
+		c := cand("mq-deadline", []float64{iops, iops, iops}, []float64{50, 50, 50})
+		c.NrRequests, c.NrRequestsSet = nr, set
+		return c
+	}
+	figs := []Candidate{pair(4, 4, 1000), pair(probeopt.NrRequestsDefault, 256, 4000)}
+	s := OpenStore(t.TempDir(), nil)
+	if err := s.Remember(Record{Key: key, Device: "vdb", At: now.Add(-time.Hour), Method: method, Figures: figs}); err != nil {
+		t.Fatal(err)
+	}
+	want := Want{Method: method, Choose: ChooseIOPS, Margin: 0.05, Incumbent: "mq-deadline nr_requests 4"}
+	r, err := s.Lookup(key, want, now)
+	if err != nil || r == nil || r.Winner != "mq-deadline" || r.WinnerNr != 256 {
+		t.Fatalf("Lookup = %s, %v; want mq-deadline with nr_requests 256", describe(r), err)
+	}
+	other := want
+	other.NrRequests = []int{4, 64}
+	if r, err := s.Lookup(key, other, now); r != nil || err != nil {
+		t.Errorf("Lookup of other nr_requests = %s, %v; want none", describe(r), err)
+	}
+	none := want
+	none.NrRequests, none.Incumbent = nil, "mq-deadline"
+	if r, err := s.Lookup(key, none, now); r != nil || err != nil {
+		t.Errorf("Lookup without nr_requests = %s, %v; want none", describe(r), err)
+	}
+	bad := Record{Key: key, Device: "vdb", At: now, Method: method, Figures: []Candidate{pair(4, 4, 1000), pair(64, 64, 4000)}}
+	if err := bad.Check(now); err == nil || !strings.Contains(err.Error(), `a figure for "mq-deadline nr_requests 64", whose nr_requests 64 (set 64) is not one of [4, 0]`) {
+		t.Errorf("Check = %v", err)
+	}
+	bad.Figures = []Candidate{pair(4, 4, 1000), pair(4, 4, 1000)}
+	if err := bad.Check(now); err == nil || !strings.Contains(err.Error(), `two figures for "mq-deadline nr_requests 4"`) {
+		t.Errorf("Check = %v", err)
 	}
 }

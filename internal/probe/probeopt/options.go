@@ -34,7 +34,18 @@ type Options struct {
 	Choose string
 	// Margin is a fraction: 0.05 for 5%.
 	Margin float64
+	// NrRequests, when set, makes the scheduler's pool of requests
+	// (queue/nr_requests) a second candidate dimension: each scheduler
+	// is measured with each value, NrRequestsDefault standing for the
+	// value the kernel gives that scheduler on that disk (what it reads
+	// back after a switch to it). Nil measures each scheduler with its
+	// default only.
+	NrRequests []int
 }
+
+// NrRequestsDefault in Options.NrRequests is the kernel's value for the
+// scheduler on the disk ("default" in [rule.probe] and --nr-requests).
+const NrRequestsDefault = 0
 
 // What a probe optimises for; package probe's Decide says what each means.
 const (
@@ -97,6 +108,15 @@ const (
 	MaxBlockSize  = 1 << 20
 	MaxMargin     = 0.5
 	MaxCandidates = 8
+	// MinNrRequests is the kernel's floor for nr_requests (BLKDEV_MIN_RQ
+	// in include/linux/blkdev.h: a smaller write is raised to it), and
+	// MaxNrRequests its ceiling with a scheduler (MAX_SCHED_RQ in
+	// block/blk-mq-sched.h, 16 x BLKDEV_DEFAULT_RQ).
+	MinNrRequests = 4
+	MaxNrRequests = 2048
+	// MaxPairs bounds the (scheduler, nr_requests) pairs measured: each
+	// is a measurement per depth and round, as a candidate is.
+	MaxPairs = 8
 	// MaxInFlight bounds depth x block size: a probe maps and populates a
 	// buffer that large, and the psync engine starts one thread per unit
 	// of depth.
@@ -190,10 +210,24 @@ func (o *Options) Problems() []Problem {
 	}
 	switch {
 	case len(good) != len(o.Candidates):
-	case len(good) < 2:
-		add("candidates", -1, "want at least two schedulers to compare, not %d", len(good))
+	case len(good) < 2 && (len(good) == 0 || len(o.NrRequests) < 2):
+		add("candidates", -1, "want at least two schedulers to compare (or one, with two nr_requests), not %d", len(good))
 	case len(good) > MaxCandidates:
 		add("candidates", -1, "%d schedulers: at most %d", len(good), MaxCandidates)
+	}
+	seenNr := map[int]bool{}
+	for i, n := range o.NrRequests {
+		switch {
+		case n != NrRequestsDefault && (n < MinNrRequests || n > MaxNrRequests):
+			add("nr_requests", i, "%d is outside %d..%d (or \"default\", the kernel's value for the scheduler)", n, MinNrRequests, MaxNrRequests)
+		case seenNr[n]:
+			add("nr_requests", i, "%s is named twice", NrRequestsText(n))
+		}
+		seenNr[n] = true
+	}
+	if np := len(good) * max(len(o.NrRequests), 1); len(good) == len(o.Candidates) && len(good) >= 2 && len(o.NrRequests) > 1 && np > MaxPairs {
+		ps = append(ps, Problem{Keys: []string{"candidates", "nr_requests"}, Elem: -1, Msg: fmt.Sprintf(
+			"%d schedulers x %d nr_requests are %d pairs to measure: at most %d", len(good), len(o.NrRequests), np, MaxPairs)})
 	}
 	if o.Duration < MinDuration || o.Duration > MaxDuration {
 		add("duration", -1, "%s is outside %s..%s", o.Duration, MinDuration, MaxDuration)
@@ -262,6 +296,28 @@ func (o *Options) depthsProblems(add func(key string, elem int, format string, a
 		}
 	}
 	return o.Depths[len(o.Depths)-1], ok
+}
+
+// NrRequestsText is n as [rule.probe] writes it: "default" for
+// NrRequestsDefault.
+func NrRequestsText(n int) string {
+	if n == NrRequestsDefault {
+		return "default"
+	}
+	return strconv.Itoa(n)
+}
+
+// ParseNrRequests reads one nr_requests candidate: "default" or a number.
+// Its range is Problems' to check.
+func ParseNrRequests(s string) (int, error) {
+	if s == "default" {
+		return NrRequestsDefault, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n == NrRequestsDefault {
+		return 0, fmt.Errorf("%q is not an nr_requests: want \"default\" or a number of requests, such as 64", s)
+	}
+	return n, nil
 }
 
 // Validate returns o's problems as one error, nil when it has none.

@@ -29,7 +29,7 @@ func TestProblems(t *testing.T) {
 	}{
 		{func(o *Options) { o.Candidates = []string{"none", "b@d"} }, Problem{[]string{"candidates"}, 1, `"b@d" is not a scheduler name`}},
 		{func(o *Options) { o.Candidates = []string{"none", "none"} }, Problem{[]string{"candidates"}, 1, "none is named twice"}},
-		{func(o *Options) { o.Candidates = []string{"none"} }, Problem{[]string{"candidates"}, -1, "want at least two schedulers to compare, not 1"}},
+		{func(o *Options) { o.Candidates = []string{"none"} }, Problem{[]string{"candidates"}, -1, "want at least two schedulers to compare (or one, with two nr_requests), not 1"}},
 		{func(o *Options) { o.Candidates = strings.Fields("a b c d e f g h i") }, Problem{[]string{"candidates"}, -1, "9 schedulers: at most 8"}},
 		{func(o *Options) { o.Duration = 10 * time.Minute }, Problem{[]string{"duration"}, -1, "10m0s is outside 10ms..10s"}},
 		{func(o *Options) { o.Rounds = 0 }, Problem{[]string{"rounds"}, -1, "0 is outside 1..15"}},
@@ -51,6 +51,16 @@ func TestProblems(t *testing.T) {
 		{func(o *Options) { o.Depths, o.BlockSize = []int{1, 128}, 1<<20 }, Problem{[]string{"depths", "block_size"}, -1,
 			"the deepest of depths, 128 x block size 1MiB is 128MiB in flight: at most 64MiB (the probe maps a buffer that size, and psync starts a thread per depth)"}},
 		{func(o *Options) { o.Margin = -0.07 }, Problem{[]string{"margin"}, -1, "-7% is outside 0%..50%"}},
+		{func(o *Options) { o.NrRequests = []int{NrRequestsDefault, 2} }, Problem{[]string{"nr_requests"}, 1,
+			`2 is outside 4..2048 (or "default", the kernel's value for the scheduler)`}},
+		{func(o *Options) { o.NrRequests = []int{64, NrRequestsDefault, 64} }, Problem{[]string{"nr_requests"}, 2, "64 is named twice"}},
+		{func(o *Options) { o.NrRequests = []int{NrRequestsDefault, NrRequestsDefault} }, Problem{[]string{"nr_requests"}, 1, "default is named twice"}},
+		{func(o *Options) {
+			o.Candidates, o.NrRequests = []string{"none", "mq-deadline", "kyber"}, []int{NrRequestsDefault, 16, 64}
+		},
+			Problem{[]string{"candidates", "nr_requests"}, -1, "3 schedulers x 3 nr_requests are 9 pairs to measure: at most 8"}},
+		{func(o *Options) { o.Candidates, o.NrRequests = []string{"none"}, []int{64} }, Problem{[]string{"candidates"}, -1,
+			"want at least two schedulers to compare (or one, with two nr_requests), not 1"}},
 	} {
 		o := Default()
 		c.edit(&o)
@@ -73,6 +83,22 @@ func TestProblems(t *testing.T) {
 	o.Depths, o.BlockSize = []int{512, 256}, 1<<20
 	if ps := o.Problems(); len(ps) != 1 || ps[0].Keys[0] != "depths" || ps[0].Elem != 1 {
 		t.Errorf("depths [512, 256] x 1MiB: %+v", ps)
+	}
+	// One scheduler with two nr_requests is two candidates.
+	o = Default()
+	o.Candidates, o.NrRequests = []string{"mq-deadline"}, []int{4, NrRequestsDefault}
+	if err := o.Validate(); err != nil {
+		t.Errorf("mq-deadline with nr_requests 4 and default: %v", err)
+	}
+	for s, want := range map[string]int{"default": NrRequestsDefault, "64": 64} {
+		if n, err := ParseNrRequests(s); err != nil || n != want {
+			t.Errorf("ParseNrRequests(%q) = %d, %v; want %d", s, n, err, want)
+		}
+	}
+	for _, s := range []string{"0", "many", ""} {
+		if _, err := ParseNrRequests(s); err == nil {
+			t.Errorf("ParseNrRequests(%q) took it", s)
+		}
 	}
 	// The largest limits pass.
 	o = Default()
