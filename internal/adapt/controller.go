@@ -97,6 +97,10 @@ type Decision struct {
 	// pinned to To until PinnedUntil).
 	Revert      bool
 	PinnedUntil time.Time
+	// Unpin is true, with no switch, when the guard rail's review finds
+	// that its switch back was wrong (latency stayed as bad under the
+	// scheduler it went back to): the pin is lifted, Reason says why.
+	Unpin bool
 	// Reason is the switch's provenance, for the pass, the log and
 	// explain: `adapt: busy depth 23 over 10m; curve: none 1.52x
 	// mq-deadline at depth 23`.
@@ -140,28 +144,23 @@ type State struct {
 	// sample.
 	SwitchesToday int
 	// Guarding is true while the guard rail waits to compare a switch's
-	// latency with the one before it.
+	// latency with the one before it, or to review its switch back.
 	Guarding bool
+	// GuardVerdict is the last guard comparison that kept a switch:
+	// better or within the margin, or worse by a rise that was not the
+	// switch's doing (it began before the switch, or after it, or the
+	// disk was held at a rate ceiling); "" when none did. A revert's
+	// verdict is its LastReason.
+	GuardVerdict string
+	// GuardCleared is when the guard rail's review lifted the pin of its
+	// last switch back (zero when it did not), GuardClearedReason why.
+	GuardCleared       time.Time
+	GuardClearedReason string
 	// Held says why a switch the window agreed on at the last sample
 	// waits: "min_interval 1h: the last switch was at ...", "pinned by
 	// the guard rail until ...", "max_switches_per_day 6: ..."; "" when
 	// none waits.
 	Held string
-}
-
-// guard is an open guard-rail comparison of the last switch.
-type guard struct {
-	from, to string
-	at       time.Time
-	// depth and before are the operating point and the latency per I/O
-	// in nanoseconds (I/O-weighted mean over the window's load near
-	// depth) before the switch.
-	depth  float64
-	before float64
-	// The samples near depth after the switch: latency x I/Os, I/Os,
-	// and the time they cover.
-	latIOs, ios float64
-	covered     time.Duration
 }
 
 // Controller decides one disk's scheduler by the depth its workload runs
@@ -177,8 +176,8 @@ type guard struct {
 // operating point; an idle sample breaks the agreement; no two switches
 // closer than MinInterval, nor more than MaxSwitchesPerDay in any 24
 // hours; with the guard on, latency per I/O at a similar depth worse by
-// more than the margin after a switch switches back and pins the disk for
-// PinFor.
+// more than the margin after a switch, by the switch's doing, switches
+// back and pins the disk for PinFor (guard.go).
 type Controller struct {
 	opt        adaptopt.Options
 	candidates candidates
@@ -197,7 +196,14 @@ type Controller struct {
 	}
 	pinnedUntil time.Time
 	guard       *guard
-	held        held // why the last sample's agreed switch waits
+	review      *review
+	recent      recentSamples // the last busy samples, for the guard's onset
+	verdict     string        // State.GuardVerdict
+	cleared     struct {
+		at     time.Time
+		reason string
+	}
+	held held // why the last sample's agreed switch waits
 }
 
 // held is what keeps an agreed switch waiting, written out by State (not
@@ -245,6 +251,7 @@ func (c *Controller) Reset() {
 	c.window.Reset()
 	c.agree = ""
 	c.last = time.Time{}
+	c.recent = recentSamples{}
 }
 
 // Observe takes the sample ending at s.At and says whether to switch. A
@@ -267,11 +274,16 @@ func (c *Controller) Observe(s Sample) Decision {
 		c.current = s.Scheduler
 		c.agree = ""
 		c.guard = nil
+		c.review = nil
 	}
 	c.window.Add(s.point(dur))
+	c.recent.add(s, dur)
 	c.pruneSwitches(s.At)
 
 	if d, ok := c.judgeGuard(s, dur); ok {
+		return d
+	}
+	if d, ok := c.judgeReview(s, dur); ok {
 		return d
 	}
 
@@ -354,6 +366,7 @@ func (c *Controller) switchTo(now time.Time, to, reason string) Decision {
 	c.current = to
 	c.agree = ""
 	c.guard = nil
+	c.review = nil
 	c.switches = append(c.switches, now)
 	if n := len(c.switches) - c.opt.MaxSwitchesPerDay; n > 0 {
 		// A guard's switch back may go past the budget; only the last
@@ -372,53 +385,6 @@ func (c *Controller) pruneSwitches(now time.Time) {
 	c.switches = slices.Delete(c.switches, 0, i)
 }
 
-// openGuard records the latency per I/O at the window's operating point
-// before a switch to to.
-func (c *Controller) openGuard(now time.Time, from, to string, depth float64) {
-	latUs, ios := c.window.LatencyNear(now, depth, GuardFactor)
-	if ios <= 0 {
-		return
-	}
-	c.guard = &guard{from: from, to: to, at: now, depth: depth, before: latUs * float64(time.Microsecond)}
-}
-
-// judgeGuard adds s to an open guard's comparison and, once the samples
-// after the switch at a similar depth cover half a window (and a whole
-// window has passed), compares: worse by more than the margin switches
-// back and pins the disk. A guard that finds no comparable load for a
-// day closes without a verdict.
-func (c *Controller) judgeGuard(s Sample, dur time.Duration) (Decision, bool) {
-	g := c.guard
-	if g == nil {
-		return Decision{}, false
-	}
-	if s.At.Sub(g.at) >= day {
-		c.guard = nil
-		return Decision{}, false
-	}
-	if !s.idle() && observe.Near(s.BusyDepth, g.depth, GuardFactor) {
-		n := s.IOPS * dur.Seconds()
-		g.latIOs += float64(s.Latency) * n
-		g.ios += n
-		g.covered += dur
-	}
-	if s.At.Sub(g.at) < c.opt.Window || g.covered < c.opt.Window/2 || g.ios <= 0 {
-		return Decision{}, false
-	}
-	c.guard = nil
-	after := g.latIOs / g.ios
-	if after <= g.before*(1+c.opt.Margin) {
-		return Decision{}, false
-	}
-	until := s.At.Add(PinFor)
-	reason := fmt.Sprintf("adapt: guard: latency per I/O at busy depth %s rose %.0f%% (%s to %s) after the switch to %s; back to %s, pinned until %s",
-		fmtDepth(g.depth), (after/g.before-1)*100, fmtLatency(g.before), fmtLatency(after), g.to, g.from, until.UTC().Format(time.RFC3339))
-	d := c.switchTo(s.At, g.from, reason)
-	d.Revert, d.PinnedUntil = true, until
-	c.pinnedUntil = until
-	return d, true
-}
-
 // State returns what the controller knows as of its last sample.
 func (c *Controller) State() State {
 	st := State{
@@ -430,8 +396,12 @@ func (c *Controller) State() State {
 		LastReason:    c.lastSwitch.reason,
 		PinnedUntil:   c.pinnedUntil,
 		SwitchesToday: len(c.switches),
-		Guarding:      c.guard != nil,
+		Guarding:      c.guard != nil || c.review != nil,
+		GuardVerdict:  c.verdict,
 		Held:          c.held.String(c.opt),
+
+		GuardCleared:       c.cleared.at,
+		GuardClearedReason: c.cleared.reason,
 	}
 	if c.agree != "" {
 		st.AgreeingSince = c.agreeFrom
@@ -488,6 +458,10 @@ type History struct {
 	LastFrom, LastTo string
 	LastReason       string
 	PinnedUntil      time.Time
+	// GuardCleared is when the guard rail's review lifted the pin of its
+	// switch back, GuardClearedReason why; zero when it did not.
+	GuardCleared       time.Time
+	GuardClearedReason string
 }
 
 // MaxHistory bounds the switch times a History keeps: the most any
@@ -504,7 +478,7 @@ func (h History) Empty(now time.Time) bool {
 			return false
 		}
 	}
-	return now.Sub(h.LastSwitch) >= day && !now.Before(h.PinnedUntil)
+	return now.Sub(h.LastSwitch) >= day && !now.Before(h.PinnedUntil) && now.Sub(h.GuardCleared) >= day
 }
 
 // History returns the controller's history, for its owner to keep.
@@ -512,7 +486,8 @@ func (c *Controller) History() History {
 	return History{
 		Switches:   slices.Clone(c.switches),
 		LastSwitch: c.lastSwitch.at, LastFrom: c.lastSwitch.from, LastTo: c.lastSwitch.to, LastReason: c.lastSwitch.reason,
-		PinnedUntil: c.pinnedUntil,
+		PinnedUntil:  c.pinnedUntil,
+		GuardCleared: c.cleared.at, GuardClearedReason: c.cleared.reason,
 	}
 }
 
@@ -531,4 +506,5 @@ func (c *Controller) Restore(h History) {
 	c.switches = append(c.switches[:0], sw...)
 	c.lastSwitch.at, c.lastSwitch.from, c.lastSwitch.to, c.lastSwitch.reason = h.LastSwitch, h.LastFrom, h.LastTo, h.LastReason
 	c.pinnedUntil = h.PinnedUntil
+	c.cleared.at, c.cleared.reason = h.GuardCleared, h.GuardClearedReason
 }
