@@ -233,6 +233,12 @@ func adaptStatus(a *statefile.AdaptState, now time.Time) []string {
 	if a.Held != "" {
 		lines = append(lines, "adapt: a switch waits: "+a.Held)
 	}
+	if c := a.GuardCleared; c != nil {
+		lines = append(lines, fmt.Sprintf("adapt: the guard rail lifted its pin at %s (%s)", c.At.Local().Format(stamp), c.Reason))
+	}
+	if a.GuardVerdict != "" {
+		lines = append(lines, "adapt: "+a.GuardVerdict)
+	}
 	return lines
 }
 

@@ -78,7 +78,8 @@ type adaptDisk struct {
 // adaptNews is what makes an adaptive disk's state worth writing again.
 type adaptNews struct {
 	want, favoured, agreeing, held string
-	lastSwitch, pinned             time.Time
+	verdict                        string
+	lastSwitch, pinned, cleared    time.Time
 	switches                       int
 	depthStep                      int // the window depth in steps of about 10%
 }
@@ -219,7 +220,10 @@ func (d *Daemon) adaptState(name string) *statefile.AdaptState {
 		Scheduler: x.want, BusyDepth: x.last.BusyDepth, Busy: x.last.Busy,
 		WindowDepth: st.Depth, WindowSeconds: st.Span.Seconds(),
 		Favoured: st.Favoured, Gain: st.Gain, Agreeing: st.Agreeing,
-		SwitchesToday: st.SwitchesToday, Held: st.Held,
+		SwitchesToday: st.SwitchesToday, Held: st.Held, GuardVerdict: st.GuardVerdict,
+	}
+	if !st.GuardCleared.IsZero() {
+		out.GuardCleared = &statefile.GuardCleared{At: st.GuardCleared, Reason: st.GuardClearedReason}
 	}
 	if !st.AgreeingSince.IsZero() {
 		t := st.AgreeingSince
@@ -346,6 +350,16 @@ func (d *Daemon) sampleDue(now time.Time) {
 			d.metrics.AdaptSwitched(dec.To, dec.Revert)
 			d.kickKnown(act.name, settingsOnly)
 		}
+		if dec := act.dec; dec.Unpin {
+			// The lifted pin is saved, or a restart would hold the
+			// disk to it.
+			err := d.adaptHist.record(act.name, act.id, act.history)
+			if err != nil {
+				d.log.Warn("adaptive: the switch history cannot be saved: a restart would pin the disk again", "device", act.name, "error", err)
+			}
+			d.notePersistence(err)
+			d.log.Info("adaptive: the guard rail lifts its pin", "device", act.name, "scheduler", dec.To, "reason", dec.Reason)
+		}
 		if act.news {
 			d.markChanged()
 		}
@@ -409,12 +423,15 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 		// Taken as made (the controller's rule): the next sample is
 		// under To, and the pass just asked for writes it.
 		x.want, x.reason, x.current = dec.To, dec.Reason, dec.To
+	}
+	if dec.Switch || dec.Unpin {
 		act.id, act.history = x.id, x.ctl.History()
 	}
 	st := x.ctl.State()
 	act.depth = st.Depth
 	news := adaptNews{want: x.want, favoured: st.Favoured, agreeing: st.Agreeing, held: st.Held,
-		lastSwitch: st.LastSwitch, pinned: st.PinnedUntil, switches: st.SwitchesToday}
+		lastSwitch: st.LastSwitch, pinned: st.PinnedUntil, switches: st.SwitchesToday,
+		verdict: st.GuardVerdict, cleared: st.GuardCleared}
 	if st.Depth > 0 {
 		news.depthStep = 1 + int(math.Round(math.Log(st.Depth)/math.Log(1.1)))
 	}

@@ -105,6 +105,7 @@ probe_results = [%q]
 type fakeLoad struct {
 	mu    sync.Mutex
 	depth float64
+	iops  float64
 	stop  chan struct{}
 	done  chan struct{}
 }
@@ -116,7 +117,7 @@ func startFakeLoad(t *testing.T, fs sysfs.FS, name string, iops float64) *fakeLo
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &fakeLoad{stop: make(chan struct{}), done: make(chan struct{})}
+	l := &fakeLoad{iops: iops, stop: make(chan struct{}), done: make(chan struct{})}
 	write := func(reads, readMs, ioMs, queueMs float64) {
 		line := fmt.Sprintf("%12d %12d %12d %12d %12d %12d %12d %12d %12d %12d %12d\n",
 			uint64(reads), 0, uint64(reads)*8, uint64(readMs), 0, 0, 0, 0, 0, uint64(ioMs), uint64(queueMs))
@@ -140,7 +141,7 @@ func startFakeLoad(t *testing.T, fs sysfs.FS, name string, iops float64) *fakeLo
 				ms := float64(now.Sub(last)) / float64(time.Millisecond)
 				last = now
 				l.mu.Lock()
-				depth := l.depth
+				depth, iops := l.depth, l.iops
 				l.mu.Unlock()
 				if depth > 0 {
 					n := iops * ms / 1000
@@ -206,6 +207,13 @@ func waitKernelScheduler(t *testing.T, fs sysfs.FS, name string) {
 func (l *fakeLoad) set(depth float64) {
 	l.mu.Lock()
 	l.depth = depth
+	l.mu.Unlock()
+}
+
+// setIOPS changes the reads a second the disk serves (a credit cliff).
+func (l *fakeLoad) setIOPS(iops float64) {
+	l.mu.Lock()
+	l.iops = iops
 	l.mu.Unlock()
 }
 

@@ -64,11 +64,15 @@ type adaptEntry struct {
 	LastTo      string      `json:"last_to,omitempty"`
 	LastReason  string      `json:"last_reason,omitempty"`
 	PinnedUntil time.Time   `json:"pinned_until,omitzero"`
+	// GuardCleared is when the guard rail's review lifted the pin of its
+	// switch back, GuardClearedReason why.
+	GuardCleared       time.Time `json:"guard_cleared,omitzero"`
+	GuardClearedReason string    `json:"guard_cleared_reason,omitempty"`
 }
 
 func (e *adaptEntry) history() adapt.History {
 	return adapt.History{Switches: e.Switches, LastSwitch: e.LastSwitch, LastFrom: e.LastFrom, LastTo: e.LastTo,
-		LastReason: e.LastReason, PinnedUntil: e.PinnedUntil}
+		LastReason: e.LastReason, PinnedUntil: e.PinnedUntil, GuardCleared: e.GuardCleared, GuardClearedReason: e.GuardClearedReason}
 }
 
 // diskID is what identifies a disk beyond its name.
@@ -167,7 +171,7 @@ func (h *adaptHistories) lookup(name string, dev *sysfs.Device) (adapt.History, 
 	return adapt.History{}, false
 }
 
-// record saves the disk's history after a switch.
+// record saves the disk's history after a switch or a lifted pin.
 func (h *adaptHistories) record(name string, id diskID, hist adapt.History) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -178,6 +182,7 @@ func (h *adaptHistories) record(name string, id diskID, hist adapt.History) erro
 		BootID: id.bootID, DiskSeq: id.diskSeq, Serial: id.serial, WWID: id.wwid,
 		Switches: hist.Switches, LastSwitch: hist.LastSwitch, LastFrom: hist.LastFrom, LastTo: hist.LastTo,
 		LastReason: hist.LastReason, PinnedUntil: hist.PinnedUntil,
+		GuardCleared: hist.GuardCleared, GuardClearedReason: hist.GuardClearedReason,
 	}
 	return h.saveLocked()
 }

@@ -146,3 +146,37 @@ func TestAdaptHistoryUnreadable(t *testing.T) {
 		}
 	}
 }
+
+// A pin the guard rail's review lifted is saved as lifted, with when and
+// why: a restart must not pin the disk again, and the record lasts a day.
+func TestAdaptHistoryKeepsALiftedPin(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	h, _ := histories(t, dir, &now)
+	dev := &sysfs.Device{Name: "vdb", Serial: "S1"}
+	pinned := adapt.History{Switches: []time.Time{now.Add(-time.Minute), now}, LastSwitch: now, LastFrom: "none", LastTo: "mq-deadline",
+		LastReason: "adapt: guard: x", PinnedUntil: now.Add(24 * time.Hour)}
+	if err := h.record("vdb", idOfDevice(dev, h.bootID), pinned); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	lifted := pinned
+	lifted.PinnedUntil, lifted.GuardCleared, lifted.GuardClearedReason = time.Time{}, now, "adapt: guard: review: y"
+	if err := h.record("vdb", idOfDevice(dev, h.bootID), lifted); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, adaptHistoryName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); strings.Contains(s, "pinned_until") || !strings.Contains(s, `"guard_cleared":"2026-12-03T12:01:00Z","guard_cleared_reason":"adapt: guard: review: y"`) {
+		t.Errorf("adapt.json: %s", s)
+	}
+	now = now.Add(23 * time.Hour)
+	h2, _ := histories(t, dir, &now)
+	got, ok := h2.lookup("vdb", dev)
+	if !ok || !got.PinnedUntil.IsZero() || !got.GuardCleared.Equal(lifted.GuardCleared) || got.GuardClearedReason != lifted.GuardClearedReason {
+		t.Errorf("read back %+v, %v", got, ok)
+	}
+}

@@ -229,6 +229,20 @@ type AdaptState struct {
 	// Held says why a switch the window agreed on waits (min_interval,
 	// max_switches_per_day, the pin).
 	Held string `json:"held,omitempty"`
+	// GuardVerdict is why the guard rail's last comparison kept a switch
+	// (latency no worse, or worse by a rise that was not the switch's
+	// doing: a credit cliff, a rate ceiling).
+	GuardVerdict string `json:"guard_verdict,omitempty"`
+	// GuardCleared is the guard rail's review lifting the pin of its
+	// switch back: latency stayed as bad on the scheduler it went back
+	// to, so the rise was not the switch's doing.
+	GuardCleared *GuardCleared `json:"guard_cleared,omitempty"`
+}
+
+// GuardCleared is when and why the guard rail lifted a disk's pin.
+type GuardCleared struct {
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
 }
 
 // Switch is one adaptive switch of a disk's scheduler.
