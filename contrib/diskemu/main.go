@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -91,20 +92,36 @@ func run() (err error) {
 			}
 		}()
 		where = fmt.Sprintf("/dev/loop%d", *loop)
+		if len(p.Overhead) > 0 {
+			// The reads' overhead follows the loop's scheduler.
+			follow := make(chan struct{})
+			followed := make(chan struct{})
+			go func() {
+				defer close(followed)
+				diskemu.FollowScheduler(disk, fmt.Sprintf("/sys/block/loop%d", *loop), 10*time.Millisecond, follow)
+			}()
+			defer func() { close(follow); <-followed }()
+		}
 	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
 	stop := make(chan struct{})
-	if *lifeline {
-		go func() {
-			_, _ = io.Copy(io.Discard, bufio.NewReader(os.Stdin))
+	cmds := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			cmds <- sc.Text()
+		}
+		if *lifeline {
 			close(stop)
-		}()
-	}
+		}
+	}()
 	fmt.Printf("ready %s %s (%s)\n", where, file, p.Name)
 	for {
 		select {
+		case line := <-cmds:
+			fmt.Println(command(disk, line))
 		case <-stop:
 			return nil
 		case s := <-sig:
@@ -119,6 +136,25 @@ func run() (err error) {
 			fmt.Println("refilled", stats(st))
 		}
 	}
+}
+
+// command carries out a line of standard input and returns the line to
+// print: "credits N" leaves N burst credits (0: the credits run out now)
+// and answers "credits LEFT"; anything else answers "error ...".
+func command(disk *diskemu.Disk, line string) string {
+	f := strings.Fields(line)
+	if len(f) == 2 && f[0] == "credits" {
+		n, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			return fmt.Sprintf("error credits %q: not a number", f[1])
+		}
+		left, err := disk.SetCredits(n)
+		if err != nil {
+			return "error " + err.Error()
+		}
+		return fmt.Sprintf("credits %g", left)
+	}
+	return fmt.Sprintf("error unknown command %q (known: credits N)", line)
 }
 
 func profile(name, spec string) (diskemu.Profile, error) {

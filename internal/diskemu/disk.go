@@ -2,6 +2,7 @@ package diskemu
 
 import (
 	"container/heap"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -28,6 +29,9 @@ type Disk struct {
 	rng   *rand.Rand
 	head  int64 // where the previous read ended
 
+	// overhead is the Profile.Overhead (ns) of the scheduler the loop in
+	// front of the disk runs now (SetScheduler).
+	overhead  atomic.Int64
 	clock     sleeper
 	reads     atomic.Int64
 	inside    atomic.Int64 // ns, summed over reads, from Read's start to its end
@@ -100,7 +104,7 @@ func (d *Disk) Read(off int64, n int) {
 		}
 	}
 	d.mu.Lock()
-	end := start.Add(d.draw() + d.seek(off))
+	end := start.Add(d.draw() + d.seek(off) + time.Duration(d.overhead.Load()))
 	d.head = off + int64(n)
 	d.mu.Unlock()
 	d.clock.until(end)
@@ -123,6 +127,35 @@ func (d *Disk) Refill() {
 	}
 	d.mu.Unlock()
 	d.peak.Store(d.inService.Load())
+}
+
+// SetScheduler tells the disk which scheduler the loop device in front of
+// it runs: its reads take the profile's Overhead for it from now on.
+func (d *Disk) SetScheduler(name string) {
+	d.overhead.Store(int64(d.p.Overhead[name]))
+}
+
+// SetCredits leaves n burst credits (at most the bucket's burst) in the
+// profile's credit bucket, the IOPS bucket with the largest burst: 0 is a
+// disk whose credits just ran out, so that a test can have the cliff at
+// a moment of its choosing. It returns the credits left.
+func (d *Disk) SetCredits(n float64) (float64, error) {
+	if math.IsNaN(n) || n < 0 {
+		return 0, fmt.Errorf("credits %g: want a number >= 0", n)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var credit *bucket
+	for i := range d.iops {
+		if credit == nil || d.iops[i].Burst > credit.Burst {
+			credit = &d.iops[i]
+		}
+	}
+	if credit == nil {
+		return 0, fmt.Errorf("disk profile %q has no IOPS bucket: no credits to set", d.p.Name)
+	}
+	credit.tokens, credit.at = math.Min(n, credit.Burst), time.Now()
+	return credit.tokens, nil
 }
 
 // Close releases the disk's timer. No read may be under way or come after.

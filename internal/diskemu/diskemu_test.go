@@ -221,6 +221,7 @@ func TestValidate(t *testing.T) {
 		{Profile{Name: "x", Service: Dist{Kind: "fixed"}, Parallel: 1, Seek: Seek{Min: 2, Max: 1}}, "seek"},
 		{Profile{Name: "x", Service: Dist{Kind: "fixed"}, Parallel: 1, IOPS: []Bucket{{Rate: 10, Burst: 0.5}}}, "bucket 1: burst 0.5"},
 		{Profile{Name: "x", Service: Dist{Kind: "fixed"}, Parallel: 1, Bytes: []Bucket{{Rate: math.Inf(1), Burst: 1}}}, "bucket 1: rate +Inf"},
+		{Profile{Name: "x", Service: Dist{Kind: "fixed"}, Parallel: 1, Overhead: map[string]time.Duration{"none": -1}}, `overhead: scheduler "none": -1ns`},
 	} {
 		err := c.p.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

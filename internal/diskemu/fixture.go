@@ -29,7 +29,7 @@ type Emulated struct {
 	Name    string // "loop7500"
 	Profile Profile
 	cmd     *exec.Cmd
-	stdin   io.Closer
+	stdin   io.WriteCloser
 	lines   chan string
 	exited  chan struct{}
 }
@@ -154,6 +154,29 @@ func (e *Emulated) Refill(t testing.TB) Stats {
 	}
 	t.Fatalf("the disk emulator of %s stopped", e.Name)
 	return Stats{}
+}
+
+// SetCredits leaves n burst credits on the disk (Disk.SetCredits): 0 has
+// its credits run out now. It returns the credits left.
+func (e *Emulated) SetCredits(t testing.TB, n float64) float64 {
+	t.Helper()
+	if _, err := fmt.Fprintf(e.stdin, "credits %g\n", n); err != nil {
+		t.Fatalf("the disk emulator of %s: %v", e.Name, err)
+	}
+	for line := range e.lines {
+		if rest, ok := strings.CutPrefix(line, "credits "); ok {
+			left, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatalf("the disk emulator of %s: %q", e.Name, line)
+			}
+			return left
+		}
+		if rest, ok := strings.CutPrefix(line, "error "); ok {
+			t.Fatalf("the disk emulator of %s: %s", e.Name, rest)
+		}
+	}
+	t.Fatalf("the disk emulator of %s stopped", e.Name)
+	return 0
 }
 
 // parseStats reads what the emulator prints: reads=N inside_ns=N

@@ -32,7 +32,9 @@ package diskemu
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -86,6 +88,12 @@ type Profile struct {
 	IOPS []Bucket `json:"iops,omitempty"`
 	// Bytes limits take one token a byte read (a throughput cap).
 	Bytes []Bucket `json:"bytes,omitempty"`
+	// Overhead is service time a read takes on top of the rest while the
+	// loop device in front of the disk runs the named scheduler (the
+	// server follows the loop's queue/scheduler): a scheduler that makes
+	// latency worse on this disk, for the adaptive guard rail's tests.
+	// Model leaves it out.
+	Overhead map[string]time.Duration `json:"overhead,omitempty"`
 }
 
 // Profiles are the disks a cloud machine has, one a row of the table they
@@ -159,6 +167,12 @@ func (p Profile) Slowed(k float64) Profile {
 	q.Seek = Seek{Min: scale(p.Seek.Min), Max: scale(p.Seek.Max)}
 	q.IOPS = slowBuckets(p.IOPS, k)
 	q.Bytes = slowBuckets(p.Bytes, k)
+	if p.Overhead != nil {
+		q.Overhead = make(map[string]time.Duration, len(p.Overhead))
+		for s, d := range p.Overhead {
+			q.Overhead[s] = scale(d)
+		}
+	}
 	return q
 }
 
@@ -196,6 +210,11 @@ func (p Profile) Validate() error {
 	}
 	if p.Seek.Min < 0 || p.Seek.Max < p.Seek.Min {
 		bad("seek", "min %v, max %v: want 0 <= min <= max", p.Seek.Min, p.Seek.Max)
+	}
+	for _, s := range slices.Sorted(maps.Keys(p.Overhead)) {
+		if d := p.Overhead[s]; d < 0 || s == "" {
+			bad("overhead", "scheduler %q: %v: want a scheduler's name and a time >= 0", s, d)
+		}
 	}
 	for i, b := range append(append([]Bucket{}, p.IOPS...), p.Bytes...) {
 		if b.Rate < 0 || b.Burst < 0 || math.IsNaN(b.Rate) || math.IsNaN(b.Burst) || math.IsInf(b.Rate, 0) || math.IsInf(b.Burst, 0) {

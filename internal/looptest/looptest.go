@@ -34,6 +34,7 @@ import (
 //	diskemu (emulated disks)       7500-7519
 //	cli (advise against iostat)    7520-7539
 //	daemon adaptive, emulated disks 7540-7579
+//	daemon adaptive guard rail, emulated 7580-7599
 //	probe (io-wq hand-offs)        7720-7759
 //	probe on emulated disks        7690-7719
 //	README walkthrough (loopctl)   7000-7099
