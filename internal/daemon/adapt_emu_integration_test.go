@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,16 +16,18 @@ const emuLoops = 7540
 
 // emuProfile is a disk profile as this machine can serve it: slowed so
 // that the emulator's server keeps up on two busy CPUs (the factors the
-// emulator's own model test holds it to).
+// emulator's own model test holds it to). guard: the rule runs the guard
+// rail.
 type emuProfile struct {
-	name string
-	slow float64
+	name  string
+	slow  float64
+	guard bool
 }
 
 var emuProfiles = []emuProfile{
-	{"network-ssd", 15},
-	{"burst", 10},
-	{"spinning", 3},
+	{"network-ssd", 15, false},
+	{"burst", 10, true},
+	{"spinning", 3, false},
 }
 
 // modelCrossing is the seeded probe result for p: the emulator's model
@@ -56,7 +59,11 @@ func modelCrossing(p diskemu.Profile) []probe.Candidate {
 
 // emuPolicy adapts name on the seeded curves, margin 10%, no guard: the
 // phases hold the controller to the curves and the window, each switch
-// one the test expects.
+// one the test expects. emuGuardPolicy is the same with the guard rail.
+func emuGuardPolicy(name, seeds string) string {
+	return strings.Replace(emuPolicy(name, seeds), "guard = false", "guard = true", 1)
+}
+
 func emuPolicy(name, seeds string) string {
 	return fmt.Sprintf(`
 [[rule]]
@@ -90,8 +97,12 @@ probe_results = [%q]
 // reading queue/scheduler counts exactly two changes, and the state file
 // says two switches today, the last to none.
 //
-// The burst profile runs on credits that last the whole test (its cliff
-// is not part of this test).
+// The burst profile runs with the guard rail, on credits that last until
+// the depth-32 phase: three samples after its switch to none they run
+// out (the emulator's `credits 0`), and IOPS fall to the baseline, a
+// tenth, for the rest of the test. The guard sees latency per I/O at
+// depth 32 rise manyfold, but not from the switch on: no switch back, no
+// pin, and its verdict in the state file says so.
 func TestIntegrationAdaptEmulated(t *testing.T) {
 	requireLoops(t)
 	for i, ep := range emuProfiles {
@@ -116,7 +127,11 @@ func TestIntegrationAdaptEmulated(t *testing.T) {
 			writes := countSchedulerWrites(t, name)
 			log := &sampleLog{name: name}
 			log.enter("start", 0)
-			r := start(t, emuPolicy(name, seeds), withStateDir(t.TempDir()), func(c *Config) { c.hooks.adaptSampled = log.hook })
+			pol := emuPolicy(name, seeds)
+			if ep.guard {
+				pol = emuGuardPolicy(name, seeds)
+			}
+			r := start(t, pol, withStateDir(t.TempDir()), func(c *Config) { c.hooks.adaptSampled = log.hook })
 			waitFor(t, 10*time.Second, "the seeded decision on the disk, followed", func() bool {
 				return activeScheduler(t, name) == "none" && len(log.of("start")) > 0
 			})
@@ -148,7 +163,10 @@ func TestIntegrationAdaptEmulated(t *testing.T) {
 				samplesPast(phase, time.Now(), windowSamples+2)
 				noSwitch(phase)
 			}
-			driven := func(phase string, depth int, want string) {
+			// driven runs a reader at depth until the phase's switch to
+			// want and a window and two samples more; then (if not nil)
+			// is called once the switch is seen.
+			driven := func(phase string, depth int, want string, then func(switched sampled)) {
 				t.Helper()
 				log.enter(phase, depth)
 				rd := startReader(t, name, depth)
@@ -158,6 +176,9 @@ func TestIntegrationAdaptEmulated(t *testing.T) {
 				first := switchesOf(log.of(phase))[0]
 				if first.dec.To != want {
 					t.Errorf("%s: switched %s -> %s (%s), want %s", phase, first.dec.From, first.dec.To, first.dec.Reason, want)
+				}
+				if then != nil {
+					then(first)
 				}
 				samplesPast(phase, first.at, windowSamples+2)
 				rd.stop(t)
@@ -191,9 +212,22 @@ func TestIntegrationAdaptEmulated(t *testing.T) {
 				noSwitch(phase)
 			}
 
+			// The cliff: three samples after the switch (the one spanning
+			// it, the first the guard compares, one more), and half a
+			// sample, so that the guard's first sample after the switch
+			// is on credits.
+			var cliff func(sampled)
+			if ep.guard {
+				cliff = func(sw sampled) {
+					time.Sleep(time.Until(sw.at.Add(3*phasedSample + phasedSample/2))) // the load's shape, not a wait for an outcome
+					if left := e.SetCredits(t, 0); left != 0 {
+						t.Fatalf("credits left %g, want 0", left)
+					}
+				}
+			}
 			idle("idle")
-			driven("depth 1", 1, "mq-deadline")
-			driven("depth 32", 32, "none")
+			driven("depth 1", 1, "mq-deadline", nil)
+			driven("depth 32", 32, "none", cliff)
 			swing("hover", phasedWindow/4, 2, 3, 4, 3)
 			// A cycle of depth 1 then 32 about a window long (starting and
 			// stopping a reader, and draining 32 reads, take some of it):
@@ -209,7 +243,20 @@ func TestIntegrationAdaptEmulated(t *testing.T) {
 			}
 			st := r.diskState(t, name)
 			if st == nil || st.Adapt == nil || st.Adapt.SwitchesToday != 2 || st.Adapt.LastSwitch == nil || st.Adapt.LastSwitch.To != "none" {
-				t.Errorf("adaptive state at the end: %+v", st)
+				t.Fatalf("adaptive state at the end: %+v", st)
+			}
+			if ep.guard {
+				// The guard compared the switch to none across the cliff
+				// and kept it.
+				a := st.Adapt
+				if a.PinnedUntil != nil || a.GuardCleared != nil ||
+					!strings.Contains(a.GuardVerdict, "after the switch to none, but the first sample after it was at") ||
+					!strings.Contains(a.GuardVerdict, "the rise came later, not the switch's doing; kept") {
+					t.Errorf("the guard's verdict %q, pinned until %v, cleared %+v", a.GuardVerdict, a.PinnedUntil, a.GuardCleared)
+				}
+				for _, s := range log.of("depth 32") {
+					t.Logf("depth 32: %s busy depth %.1f IOPS %.0f latency %.0fus %s", s.at.Format("05.000"), s.point.BusyDepth, s.point.IOPS(), s.point.LatencyUs, s.scheduler)
+				}
 			}
 		})
 	}
