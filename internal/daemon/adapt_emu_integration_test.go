@@ -254,6 +254,7 @@ func TestIntegrationAdaptEmulated(t *testing.T) {
 					!strings.Contains(a.GuardVerdict, "the rise came later, not the switch's doing; kept") {
 					t.Errorf("the guard's verdict %q, pinned until %v, cleared %+v", a.GuardVerdict, a.PinnedUntil, a.GuardCleared)
 				}
+				t.Logf("the guard: %s", a.GuardVerdict)
 				for _, s := range log.of("depth 32") {
 					t.Logf("depth 32: %s busy depth %.1f IOPS %.0f latency %.0fus %s", s.at.Format("05.000"), s.point.BusyDepth, s.point.IOPS(), s.point.LatencyUs, s.scheduler)
 				}
