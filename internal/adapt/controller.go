@@ -32,6 +32,11 @@ type Sample struct {
 	// Latency is the mean time an I/O spent in the disk (the time in
 	// queue over the interval divided by the I/Os completed).
 	Latency time.Duration
+	// Switching is set by an owner that knows a switch the controller
+	// asked for was not yet written, or was written during the interval:
+	// the guard rail leaves the sample out (its I/Os ran under both
+	// schedulers, and waited for the queue's freeze).
+	Switching bool
 }
 
 // IdleBusy is the busy fraction below which a sample is idle: its depth

@@ -20,9 +20,12 @@ import (
 //
 //   - the sample spanning the switch is left out: its I/Os ran partly
 //     under the old scheduler and waited for the queue's freeze while the
-//     switch was written;
-//   - a rise already under way in the last samples before the switch is
-//     not compared at all (the guard cannot tell the switch's part);
+//     switch was written (the first sample after the decision, and any
+//     the owner marks Switching: the write came later);
+//   - a rise already under way before the switch (each of the last
+//     samples worse than the window by more than the margin: one slow
+//     sample, a stall of the machine, is no rise) is not compared at all
+//     (the guard cannot tell the switch's part);
 //   - a rise that starts after the switch (the first sample after the one
 //     spanning it is within the margin) is not the switch's: a scheduler
 //     acts from its first I/O;
@@ -68,21 +71,21 @@ func (r *recentSamples) add(s Sample, dur time.Duration) {
 	r.n = min(r.n+1, recentN)
 }
 
-// latencyNear is the I/O-weighted mean latency (ns) of the recent samples
-// within recentFactor of depth; 0 when none is.
-func (r *recentSamples) latencyNear(depth float64) float64 {
-	var lat, ios float64
-	for i := range r.n {
-		s := r.s[i]
-		if s.depth >= depth/recentFactor && s.depth <= depth*recentFactor {
-			lat += s.latNs * s.ios
-			ios += s.ios
+// rising reports whether each of the recentN last busy samples was
+// within recentFactor of depth and slower than latNs, and returns the
+// fastest of them (ns).
+func (r *recentSamples) rising(depth, latNs float64) (float64, bool) {
+	if r.n < recentN {
+		return 0, false
+	}
+	least := math.Inf(1)
+	for _, s := range r.s {
+		if s.depth < depth/recentFactor || s.depth > depth*recentFactor || !(s.latNs > latNs) {
+			return 0, false
 		}
+		least = min(least, s.latNs)
 	}
-	if ios <= 0 {
-		return 0
-	}
-	return lat / ios
+	return least, true
 }
 
 // spread sums the samples after a switch for the slope of log IOPS over
@@ -169,9 +172,9 @@ func (c *Controller) openGuard(now time.Time, from, to string, depth float64) {
 		return
 	}
 	before := latUs * float64(time.Microsecond)
-	if recent := c.recent.latencyNear(depth); recent > before*(1+c.opt.Margin) {
-		c.verdict = fmt.Sprintf("guard: latency per I/O at busy depth %s was already rising before the switch to %s (%s in the last samples, %s over the window): not compared, a rise under way is not the switch's doing",
-			fmtDepth(depth), to, fmtLatency(recent), fmtLatency(before))
+	if least, ok := c.recent.rising(depth, before*(1+c.opt.Margin)); ok {
+		c.verdict = fmt.Sprintf("guard: latency per I/O at busy depth %s was already rising before the switch to %s (at least %s in each of the last %d samples, %s over the window): not compared, a rise under way is not the switch's doing",
+			fmtDepth(depth), to, fmtLatency(least), recentN, fmtLatency(before))
 		return
 	}
 	c.guard = &guard{from: from, to: to, at: now, depth: depth, before: before}
@@ -191,7 +194,7 @@ func (c *Controller) judgeGuard(s Sample, dur time.Duration) (Decision, bool) {
 		c.guard = nil
 		return Decision{}, false
 	}
-	if !g.spanned {
+	if !g.spanned || s.Switching {
 		g.spanned = true
 		return Decision{}, false
 	}
@@ -251,7 +254,7 @@ func (c *Controller) judgeReview(s Sample, dur time.Duration) (Decision, bool) {
 		c.review = nil
 		return Decision{}, false
 	}
-	if !r.spanned {
+	if !r.spanned || s.Switching {
 		r.spanned = true
 		return Decision{}, false
 	}

@@ -212,3 +212,23 @@ func TestGuardStillCatchesARegression(t *testing.T) {
 		})
 	}
 }
+
+// One slow sample just before the switch (a stall of the machine) is no
+// rise under way: the guard compares, and catches a regression.
+func TestGuardOneSlowSampleIsNoRiseUnderWay(t *testing.T) {
+	t.Parallel()
+	dk := disk{depth: at32, iops: func(i int, sched string) float64 {
+		switch {
+		case i == switchAt:
+			return 320 // a tenth: latency tenfold, in the sample of the switch
+		case sched == "none":
+			return 1800
+		}
+		return 3200
+	}}
+	r := runDisk(t, "mq-deadline", 40, dk)
+	r.want(t, 2, 1)
+	if st := r.c.State(); st.Scheduler != "mq-deadline" || st.GuardVerdict != "" || !strings.Contains(st.LastReason, "after the switch to none; back to mq-deadline") {
+		t.Errorf("state %+v", st)
+	}
+}

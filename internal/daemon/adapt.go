@@ -70,6 +70,11 @@ type adaptDisk struct {
 	// want and reason are the adaptive choice, "" before the first
 	// switch.
 	want, reason string
+	// writing: a switch was decided and its pass has not yet left it on
+	// the disk; written is when one did, so that the sample spanning the
+	// write is marked adapt.Sample.Switching.
+	writing bool
+	written time.Time
 	// shown is what the state file was last told of, so that a sample
 	// that changes nothing a reader sees does not rewrite it.
 	shown adaptNews
@@ -181,6 +186,9 @@ func (d *Daemon) adaptPassed(name string, dev *sysfs.Device, held bool) {
 	}
 	if s := Current(dev, schedulerAttr); s != "" {
 		x.current = s
+		if x.writing && s == x.want {
+			x.writing, x.written = false, time.Now()
+		}
 	}
 	if held {
 		x.gap()
@@ -417,12 +425,15 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 		return adaptAction{}, false
 	}
 	x.last = p
-	dec := x.ctl.Observe(adapt.SampleOf(p, x.current))
+	sample := adapt.SampleOf(p, x.current)
+	sample.Switching = x.writing || p.At.Add(-p.Elapsed).Before(x.written)
+	dec := x.ctl.Observe(sample)
 	act := adaptAction{name: name, point: p, dec: dec, scheduler: x.current}
 	if dec.Switch {
 		// Taken as made (the controller's rule): the next sample is
 		// under To, and the pass just asked for writes it.
 		x.want, x.reason, x.current = dec.To, dec.Reason, dec.To
+		x.writing = true
 	}
 	if dec.Switch || dec.Unpin {
 		act.id, act.history = x.id, x.ctl.History()
