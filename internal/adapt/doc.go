@@ -10,9 +10,11 @@
 //
 //   - makes it with NewController(options, Curves(record), scheduler now);
 //   - every options.Sample, calls Observe with the disk's Sample (SampleOf
-//     the observe.Point of its stat deltas over the interval) and, when
-//     the Decision says Switch, sets To with Reason as the pass's
-//     provenance;
+//     the observe.Point of its stat deltas over the interval; Switching
+//     while a switch it asked for is not yet written) and, when the
+//     Decision says Switch, sets To with Reason as the pass's provenance;
+//     when it says Unpin (the guard rail's review lifted its pin), keeps
+//     the History as after a switch;
 //   - calls SetCurves on a new probe result, Reset after a gap in the
 //     samples (a probe or a reload held the disk), and State for status,
 //     explain and metrics;
