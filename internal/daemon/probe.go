@@ -473,7 +473,7 @@ func (r *probeRun) measure() (*probe.Report, time.Duration, error) {
 	d := r.d
 	d.log.Info("probe started", "device", r.name, "rule", r.rule, "budget", r.opts.Budget())
 	start := time.Now()
-	rep, err := r.runner.Probe(r.ctx, r.name, r.opts, false, r.probe.MaxAge)
+	rep, err := r.runner.Probe(r.ctx, r.rec.name, r.opts, false, r.probe.MaxAge)
 	took := time.Since(start)
 	if done := rep.RestoreDone(); done != nil {
 		// Not a probe task: the stop's wait for probes is for their
