@@ -318,7 +318,7 @@ func (d *Daemon) sampleDisk(rec *disk, x *adaptDisk) (adaptAction, bool) {
 		return adaptAction{}, false
 	}
 	if x.stat == nil {
-		st, err := observe.Open(d.pipe.StatPath(name))
+		st, err := observe.Open(d.pipe.StatPath(rec.name))
 		if err != nil {
 			d.log.Debug("adaptive: the disk's stat file", "device", name, "error", err)
 			return adaptAction{}, false

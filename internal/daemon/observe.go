@@ -174,7 +174,7 @@ func (d *Daemon) sampleObservedDue(now time.Time) {
 	for _, rec := range d.records() {
 		rec.mu.Lock()
 		if x := rec.observed; x != nil && !x.next.After(now) {
-			if depths, ok := d.sampleObservedDisk(rec.name.String(), x, now); ok {
+			if depths, ok := d.sampleObservedDisk(rec.name, x, now); ok {
 				updates = append(updates, update{rec.name.String(), depths})
 			}
 		}
@@ -185,13 +185,14 @@ func (d *Daemon) sampleObservedDue(now time.Time) {
 	}
 }
 
-// sampleObservedDisk samples the observed disk x (name's, due), under its
+// sampleObservedDisk samples the observed disk x (disk's, due), under its
 // record's lock, and returns its totals; false when its stat file could
 // not be read.
-func (d *Daemon) sampleObservedDisk(name string, x *observedDisk, now time.Time) (observe.Depths, bool) {
+func (d *Daemon) sampleObservedDisk(disk sysfs.Name, x *observedDisk, now time.Time) (observe.Depths, bool) {
+	name := disk.String()
 	x.next = nextSample(now, x.interval)
 	if x.obs == nil {
-		obs, err := observe.NewObserver(d.pipe.StatPath(name))
+		obs, err := observe.NewObserver(d.pipe.StatPath(disk))
 		if err != nil {
 			d.log.Debug("observe: the disk's stat file", "device", name, "error", err)
 			return observe.Depths{}, false
