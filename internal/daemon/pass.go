@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"maps"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -400,7 +399,11 @@ func (d *Daemon) recordOf(name string) *disk {
 func (d *Daemon) records() []*disk {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.Collect(maps.Values(d.disks))
+	out := make([]*disk, 0, len(d.disks))
+	for _, rec := range d.disks {
+		out = append(out, rec)
+	}
+	return out
 }
 
 // renew forgets what rec remembers of the disk that had its name before:
