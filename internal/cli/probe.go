@@ -17,6 +17,7 @@ import (
 	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/probe/probeopt"
 	"github.com/iosched/iosched/internal/procs"
+	"github.com/iosched/iosched/internal/sysfs"
 )
 
 func newProbeCmd(e *env) *cobra.Command {
@@ -183,7 +184,11 @@ otherwise (a refusal says why).`,
 			reports := []*probe.Report{}
 			var failures []string
 			for _, name := range args {
-				rep, err := runner.Probe(ctx, name, o, fresh, 0)
+				var rep *probe.Report
+				disk, err := sysfs.ParseName(name)
+				if err == nil {
+					rep, err = runner.Probe(ctx, disk, o, fresh, 0)
+				}
 				err = withAdvice(err)
 				if err != nil {
 					failures = append(failures, err.Error())

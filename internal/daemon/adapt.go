@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/iosched/iosched/internal/adapt"
@@ -31,19 +30,6 @@ import (
 //
 // Nothing of this runs without an adaptive disk: the sampler starts with
 // the first and ends with the last, and no timer ticks meanwhile.
-
-// adaptive is the daemon's adaptive disks, under its own mutex (taken
-// after Daemon.mu, never before; probes.mu may be taken under it).
-type adaptive struct {
-	mu    sync.Mutex
-	disks map[string]*adaptDisk
-	// sampling: the sampler task runs. It ends, clearing it, when it
-	// finds no disk left.
-	sampling bool
-	// wake tells the sampler that a disk came, so that its schedule is
-	// computed again.
-	wake chan struct{}
-}
 
 // adaptDisk is one adaptive disk: its controller and what the sampler
 // keeps between two samples.
@@ -89,18 +75,13 @@ type adaptNews struct {
 	depthStep                      int // the window depth in steps of about 10%
 }
 
-func (a *adaptive) init() {
-	a.disks = map[string]*adaptDisk{}
-	a.wake = make(chan struct{}, 1)
-}
-
 // adaptDecision keeps, makes or drops the disk's controller as the policy
 // and the probe's decision say, and returns dec with the adaptive choice
 // as its winner once the controller made one. A disk keeps its controller
 // (its window, its switches, its choice) while its adaptive rule, the
 // rule's options and the probe's curves stay the same: across a reload
 // that changes neither, and drift repairs.
-func (d *Daemon) adaptDecision(pol *policy.Policy, dev *sysfs.Device, dec pipeline.ProbeDecision) pipeline.ProbeDecision {
+func (d *Daemon) adaptDecision(pol *policy.Policy, rec *disk, dev *sysfs.Device, dec pipeline.ProbeDecision) pipeline.ProbeDecision {
 	name := dev.Name
 	opts, rule := pol.AdaptFor(dev)
 	var curves map[string][]probe.CurvePoint
@@ -109,29 +90,28 @@ func (d *Daemon) adaptDecision(pol *policy.Policy, dev *sysfs.Device, dec pipeli
 		curves, order = adapt.Curves(dec.Report.Candidates, dec.Report.Depth)
 	}
 	if len(order) < 2 {
-		d.dropAdaptive(name, "no adaptive rule with a probe decision matches it")
+		d.dropAdaptive(rec, "no adaptive rule with a probe decision matches it")
 		return dec
 	}
-	a := &d.adapt
-	a.mu.Lock()
-	x := a.disks[name]
+	rec.mu.Lock()
+	x := rec.adapt
 	// The switch history (and the choice it ends on) outlives the
 	// controller: a new one (new options, curves or rule; a restart,
 	// from the state directory) takes it over, so that the limits hold
 	// over any 24 hours.
 	var hist adapt.History
-	var kept bool
+	var kept, started bool
 	if x != nil && (x.rule != rule || x.opt != opts.Options || !slices.Equal(x.order, order) || !reflect.DeepEqual(x.curves, curves)) {
 		hist, kept = x.ctl.History(), true
 		x.close()
-		delete(a.disks, name)
+		rec.adapt = nil
 		x = nil
 		d.log.Info("adaptive: its rule or its probe's curves changed; the window starts again, its switches still count", "device", name, "rule", rule)
 	}
 	if x == nil {
 		ctl, err := adapt.NewController(opts.Options, curves, order, *dev.Scheduler)
 		if err != nil {
-			a.mu.Unlock()
+			rec.mu.Unlock()
 			// The policy validated the options: not expected.
 			d.log.Error("adaptive: the rule's options are refused", "device", name, "rule", rule, "error", err)
 			return dec
@@ -150,20 +130,16 @@ func (d *Daemon) adaptDecision(pol *policy.Policy, dev *sysfs.Device, dec pipeli
 			}
 		}
 		x.next = nextSample(time.Now(), x.opt.Sample)
-		a.disks[name] = x
+		rec.adapt = x
 		d.log.Info("adaptive: following the disk's depth", "device", name, "rule", rule, "sample", x.opt.Sample, "window", x.opt.Window, "switches_today", ctl.State().SwitchesToday)
-		if !a.sampling && !d.stopping.Load() {
-			a.sampling = true
-			d.tasks.Do("adaptive sampler", d.sampleAdaptive)
-		}
-		select {
-		case a.wake <- struct{}{}:
-		default:
-		}
-		d.markChanged()
+		started = true
 	}
 	want, reason := x.want, x.reason
-	a.mu.Unlock()
+	rec.mu.Unlock()
+	if started {
+		d.startSampler(&d.adapt, "adaptive sampler", d.sampleAdaptive)
+		d.markChanged()
+	}
 	if want == "" || !slices.Contains(dev.Schedulers, want) {
 		return dec
 	}
@@ -176,11 +152,10 @@ func (d *Daemon) adaptDecision(pol *policy.Policy, dev *sysfs.Device, dec pipeli
 // disk's pass left on it. held: the pass could not write (another holds
 // the disk's lock), so the samples since say nothing of the scheduler
 // they were taken under: the controller starts its window again.
-func (d *Daemon) adaptPassed(name string, dev *sysfs.Device, held bool) {
-	a := &d.adapt
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	x := a.disks[name]
+func (rec *disk) adaptPassed(dev *sysfs.Device, held bool) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	x := rec.adapt
 	if x == nil {
 		return
 	}
@@ -196,15 +171,15 @@ func (d *Daemon) adaptPassed(name string, dev *sysfs.Device, held bool) {
 }
 
 // dropAdaptive forgets the disk's controller, if any.
-func (d *Daemon) dropAdaptive(name, why string) {
-	a := &d.adapt
-	a.mu.Lock()
-	x := a.disks[name]
+func (d *Daemon) dropAdaptive(rec *disk, why string) {
+	name := rec.name.String()
+	rec.mu.Lock()
+	x := rec.adapt
 	if x != nil {
 		x.close()
-		delete(a.disks, name)
+		rec.adapt = nil
 	}
-	a.mu.Unlock()
+	rec.mu.Unlock()
 	if x != nil {
 		d.metrics.ForgetAdapt(name)
 		d.log.Info("adaptive: no longer following the disk", "device", name, "why", why)
@@ -214,11 +189,10 @@ func (d *Daemon) dropAdaptive(name, why string) {
 
 // adaptState is the disk's adaptive state for the state file, nil when it
 // has none.
-func (d *Daemon) adaptState(name string) *statefile.AdaptState {
-	a := &d.adapt
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	x := a.disks[name]
+func (rec *disk) adaptState() *statefile.AdaptState {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	x := rec.adapt
 	if x == nil {
 		return nil
 	}
@@ -268,48 +242,21 @@ func nextSample(now time.Time, interval time.Duration) time.Time {
 // due, samples every disk due then, and ends once no adaptive disk is
 // left (or the daemon stops).
 func (d *Daemon) sampleAdaptive(ctx context.Context) {
-	a := &d.adapt
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	defer func() {
-		a.mu.Lock()
-		for _, x := range a.disks {
-			x.close()
+	d.runSampler(ctx, &d.adapt, func(rec *disk) *time.Time {
+		if rec.adapt == nil {
+			return nil
 		}
-		a.mu.Unlock()
-	}()
-	for {
-		a.mu.Lock()
-		var due time.Time
-		for _, x := range a.disks {
-			if due.IsZero() || x.next.Before(due) {
-				due = x.next
-			}
+		return &rec.adapt.next
+	}, d.sampleDue, func(rec *disk) {
+		if rec.adapt != nil {
+			rec.adapt.close()
 		}
-		if due.IsZero() || ctx.Err() != nil {
-			a.sampling = false
-			a.mu.Unlock()
-			return
-		}
-		a.mu.Unlock()
-		timer.Reset(time.Until(due))
-		select {
-		case <-timer.C:
-			d.sampleDue(time.Now())
-		case <-a.wake:
-			timer.Stop() // Reset above starts it again
-		case <-ctx.Done():
-			a.mu.Lock()
-			a.sampling = false
-			a.mu.Unlock()
-			return
-		}
-	}
+	})
 }
 
 // adaptAction is what a sample asks for once the lock is let go.
 type adaptAction struct {
-	name      string
+	rec       *disk
 	id        diskID
 	history   adapt.History // after a switch
 	point     observe.Point
@@ -322,77 +269,78 @@ type adaptAction struct {
 // sampleDue samples every disk due by now and carries out what the
 // controllers say: the switches, the log, the metrics, the state file.
 func (d *Daemon) sampleDue(now time.Time) {
-	a := &d.adapt
 	var acts []adaptAction
-	a.mu.Lock()
-	for name, x := range a.disks {
+	for _, rec := range d.records() {
+		rec.mu.Lock()
 		// A disk due within a few milliseconds is sampled now: the
 		// timer's slack must not cost a second wakeup.
-		if x.next.After(now.Add(5 * time.Millisecond)) {
-			continue
+		if x := rec.adapt; x != nil && !x.next.After(now.Add(5*time.Millisecond)) {
+			x.next = x.next.Add(x.opt.Sample)
+			if !x.next.After(now) { // late (the machine was suspended): skip
+				x.next = nextSample(now, x.opt.Sample)
+			}
+			if act, ok := d.sampleDisk(rec, x); ok {
+				acts = append(acts, act)
+			}
 		}
-		x.next = x.next.Add(x.opt.Sample)
-		if !x.next.After(now) { // late (the machine was suspended): skip
-			x.next = nextSample(now, x.opt.Sample)
-		}
-		if act, ok := d.sampleDisk(name, x); ok {
-			acts = append(acts, act)
-		}
+		rec.mu.Unlock()
 	}
-	a.mu.Unlock()
 	for _, act := range acts {
-		d.metrics.SetAdaptDepth(act.name, act.point.BusyDepth, act.depth)
+		name := act.rec.name.String()
+		d.metrics.SetAdaptDepth(name, act.point.BusyDepth, act.depth)
 		if dec := act.dec; dec.Switch {
 			// Recorded before it is written: a crash between the two
 			// counts a switch not made, never the other way round.
-			err := d.adaptHist.record(act.name, act.id, act.history)
+			err := d.adaptHist.record(name, act.id, act.history)
 			if err != nil {
-				d.log.Warn("adaptive: the switch history cannot be saved: a restart would not count this switch", "device", act.name, "error", err)
+				d.log.Warn("adaptive: the switch history cannot be saved: a restart would not count this switch", "device", name, "error", err)
 			}
 			d.notePersistence(err)
 			if dec.Revert {
-				d.log.Warn("adaptive: the guard rail switches back", "device", act.name, "from", dec.From, "to", dec.To, "reason", dec.Reason, "pinned_until", dec.PinnedUntil)
+				d.log.Warn("adaptive: the guard rail switches back", "device", name, "from", dec.From, "to", dec.To, "reason", dec.Reason, "pinned_until", dec.PinnedUntil)
 			} else {
-				d.log.Info("adaptive: switching", "device", act.name, "from", dec.From, "to", dec.To, "reason", dec.Reason)
+				d.log.Info("adaptive: switching", "device", name, "from", dec.From, "to", dec.To, "reason", dec.Reason)
 			}
 			d.metrics.AdaptSwitched(dec.To, dec.Revert)
-			d.kickKnown(act.name, settingsOnly)
+			d.kick(act.rec.name, settingsOnly, nil, nil)
 		}
 		if dec := act.dec; dec.Unpin {
 			// The lifted pin is saved, or a restart would hold the
 			// disk to it.
-			err := d.adaptHist.record(act.name, act.id, act.history)
+			err := d.adaptHist.record(name, act.id, act.history)
 			if err != nil {
-				d.log.Warn("adaptive: the switch history cannot be saved: a restart would pin the disk again", "device", act.name, "error", err)
+				d.log.Warn("adaptive: the switch history cannot be saved: a restart would pin the disk again", "device", name, "error", err)
 			}
 			d.notePersistence(err)
-			d.log.Info("adaptive: the guard rail lifts its pin", "device", act.name, "scheduler", dec.To, "reason", dec.Reason)
+			d.log.Info("adaptive: the guard rail lifts its pin", "device", name, "scheduler", dec.To, "reason", dec.Reason)
 		}
 		if act.news {
 			d.markChanged()
 		}
 		if d.cfg.hooks.adaptSampled != nil {
-			d.cfg.hooks.adaptSampled(act.name, act.point, act.dec, act.scheduler)
+			d.cfg.hooks.adaptSampled(name, act.point, act.dec, act.scheduler)
 		}
 	}
 }
 
-// sampleDisk reads the disk's stat file and gives the controller the
-// operating point since the last sample. Called with the lock held (the
-// stat file is closed under it when the disk is dropped). False when there
-// is no point: the first sample, a gap, a read that failed.
-func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
+// sampleDisk reads the disk's stat file and gives the controller x (the
+// record's) the operating point since the last sample. Called with the
+// record's lock held (the stat file is closed under it when the controller
+// is dropped). False when there is no point: the first sample, a gap, a
+// read that failed.
+func (d *Daemon) sampleDisk(rec *disk, x *adaptDisk) (adaptAction, bool) {
+	name := rec.name.String()
 	// A probe measuring the disk makes its own load: no sample of it is
 	// the workload's, and none may switch the disk under the probe. The
 	// daemon's own is asked here; another process's (holding the disk's
 	// lock) below, of a busy disk.
-	if d.probes.holds(name) {
+	if rec.measuring != nil {
 		x.gap()
 		d.adaptGap(name)
 		return adaptAction{}, false
 	}
 	if x.stat == nil {
-		st, err := observe.Open(d.pipe.StatPath(name))
+		st, err := observe.Open(d.pipe.StatPath(rec.name))
 		if err != nil {
 			d.log.Debug("adaptive: the disk's stat file", "device", name, "error", err)
 			return adaptAction{}, false
@@ -428,7 +376,7 @@ func (d *Daemon) sampleDisk(name string, x *adaptDisk) (adaptAction, bool) {
 	sample := adapt.SampleOf(p, x.current)
 	sample.Switching = x.writing || p.At.Add(-p.Elapsed).Before(x.written)
 	dec := x.ctl.Observe(sample)
-	act := adaptAction{name: name, point: p, dec: dec, scheduler: x.current}
+	act := adaptAction{rec: rec, point: p, dec: dec, scheduler: x.current}
 	if dec.Switch {
 		// Taken as made (the controller's rule): the next sample is
 		// under To, and the pass just asked for writes it.

@@ -432,9 +432,9 @@ nr_requests = 64
 `
 	r, _ := fakeDaemonWith(t, plain, func(c *Config) { c.FS = fs }, "loop20000")
 	sampling := func() bool {
-		r.d.adapt.mu.Lock()
-		defer r.d.adapt.mu.Unlock()
-		return r.d.adapt.sampling
+		r.d.mu.Lock()
+		defer r.d.mu.Unlock()
+		return r.d.adapt.running
 	}
 	if sampling() {
 		t.Fatal("a sampler runs with no adaptive rule")
@@ -531,7 +531,11 @@ func BenchmarkAdaptSampleRound(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		d.adapt.disks[name] = &adaptDisk{rule: "adaptive", opt: opt, curves: curves, order: order, ctl: ctl, current: "none"}
+		n, err := sysfs.ParseName(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.record(n).adapt = &adaptDisk{rule: "adaptive", opt: opt, curves: curves, order: order, ctl: ctl, current: "none"}
 	}
 	now := time.Now()
 	b.ReportAllocs()
@@ -541,11 +545,11 @@ func BenchmarkAdaptSampleRound(b *testing.B) {
 		d.sampleDue(now)
 	}
 	b.StopTimer()
-	d.adapt.mu.Lock()
-	for _, x := range d.adapt.disks {
-		x.close()
+	for _, rec := range d.records() {
+		rec.mu.Lock()
+		rec.adapt.close()
+		rec.mu.Unlock()
 	}
-	d.adapt.mu.Unlock()
 }
 
 // crossingCurves are crossingFigures as a controller takes them.

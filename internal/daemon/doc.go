@@ -18,6 +18,14 @@
 // statefile's), systemd's notify messages in notify.go, the runtime
 // directory's lock in package internal/disklock; package restore keeps and
 // puts back the original values of restore_on_exit. The probes [rule.probe]
-// asks for are in probe.go, and the adaptive rules' sampling and switches
-// ([rule.adapt]) in adapt.go.
+// asks for are in probe.go, the adaptive rules' sampling and switches
+// ([rule.adapt]) in adapt.go, and the observe key's sampling in
+// observe.go.
+//
+// Each disk has one record (disk, pass.go): what its passes remember, and
+// what runs or is kept for it beside them (its probe, adaptive controller
+// and observer, its refusals); one teardown of the record ends them all,
+// whether the disk went away, another took its name, no rule matches it
+// any more, or the daemon stops. The record's doc comment gives the order
+// in which the daemon takes its locks.
 package daemon

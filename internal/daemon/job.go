@@ -95,24 +95,3 @@ func (d *Daemon) kick(name sysfs.Name, kind passKind, ev *uevent.Event, wg *task
 		}
 	})
 }
-
-// kickKnown is kick, without an event, for a disk the daemon has a record
-// of (a probe ended, an adaptive switch, udevd's grace over): its name
-// was checked when the record was made. One forgotten since is checked
-// again, as its pass tells whether there is a disk of that name.
-func (d *Daemon) kickKnown(name string, kind passKind) {
-	d.mu.Lock()
-	rec := d.disks[name]
-	d.mu.Unlock()
-	var n sysfs.Name
-	if rec != nil {
-		n = rec.name
-	}
-	if n.IsZero() {
-		var err error
-		if n, err = sysfs.ParseName(name); err != nil {
-			return
-		}
-	}
-	d.kick(n, kind, nil, nil)
-}

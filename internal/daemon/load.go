@@ -119,7 +119,7 @@ func (d *Daemon) reloaded(pol *policy.Policy, err error, requests []string) bool
 		d.log.Warn("uevent_source changes take effect when the daemon restarts", "running", d.ueventSource(old))
 	}
 	d.setPolicy(pol)
-	d.probes.reload(pol)
+	d.reloadProbes(pol)
 	d.useMetrics(pol)
 	d.noteReload(true, nil, requests)
 	d.metrics.Reloaded(nil)

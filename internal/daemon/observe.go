@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/iosched/iosched/internal/metrics"
@@ -19,15 +18,77 @@ import (
 // of it runs without an observed disk: the sampler task starts with the
 // first and ends with the last.
 
-// observing is the daemon's observed disks, under its own mutex (taken
-// after Daemon.mu, never before).
-type observing struct {
-	mu    sync.Mutex
-	disks map[string]*observedDisk
-	// sampling: the sampler task runs; it clears it when it ends.
-	sampling bool
-	// wake tells the sampler that a disk came or its interval changed.
+// sampler is a task sampling the disks whose record has a part of its
+// kind (an adaptive controller, an observer): it runs while one has.
+type sampler struct {
+	// running: the task runs (under Daemon.mu); it clears it when it
+	// ends.
+	running bool
+	// wake tells the task that a disk came or its interval changed, so
+	// that its schedule is computed again.
 	wake chan struct{}
+}
+
+func newSampler() sampler { return sampler{wake: make(chan struct{}, 1)} }
+
+// startSampler starts s's task, run, unless it runs (or the daemon
+// stops), and wakes it. Called once the record's part is set and the
+// record's lock let go: the task, ending, has either found the part or
+// cleared running first.
+func (d *Daemon) startSampler(s *sampler, name string, run func(context.Context)) {
+	d.mu.Lock()
+	if !s.running && !d.stopping.Load() {
+		s.running = true
+		d.tasks.Do(name, run)
+	}
+	d.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runSampler is a sampler's task: it sleeps until the next record is due
+// (next: when the record's part samples next, nil for a record without
+// the part), calls sampleDue, and ends once no record has the part, or
+// the daemon stops (closePart then closes each part's stat file).
+func (d *Daemon) runSampler(ctx context.Context, s *sampler, next func(*disk) *time.Time, sampleDue func(time.Time), closePart func(*disk)) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		d.mu.Lock()
+		var due time.Time
+		for _, rec := range d.disks {
+			rec.mu.Lock()
+			if t := next(rec); t != nil && (due.IsZero() || t.Before(due)) {
+				due = *t
+			}
+			rec.mu.Unlock()
+		}
+		if due.IsZero() || ctx.Err() != nil {
+			s.running = false
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+		timer.Reset(time.Until(due))
+		select {
+		case <-timer.C:
+			sampleDue(time.Now())
+		case <-s.wake:
+			timer.Stop() // Reset above starts it again
+		case <-ctx.Done():
+			d.mu.Lock()
+			s.running = false
+			for _, rec := range d.disks {
+				rec.mu.Lock()
+				closePart(rec)
+				rec.mu.Unlock()
+			}
+			d.mu.Unlock()
+			return
+		}
+	}
 }
 
 // observedDisk is one observed disk and what the sampler keeps.
@@ -42,52 +103,40 @@ type observedDisk struct {
 
 // observeDisk starts, keeps or stops observing dev as the policy says.
 // Called from the disk's pass.
-func (d *Daemon) observeDisk(pol *policy.Policy, dev *sysfs.Device) {
+func (d *Daemon) observeDisk(pol *policy.Policy, rec *disk, dev *sysfs.Device) {
 	interval, _ := pol.ObserveFor(dev)
 	if interval <= 0 {
-		d.dropObserved(dev.Name)
+		d.dropObserved(rec)
 		return
 	}
-	o := &d.observed
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.disks == nil {
-		o.disks = map[string]*observedDisk{}
-		o.wake = make(chan struct{}, 1)
-	}
 	d.metrics.SetDiskInfo(dev.Name, diskInfo(d.pipe, dev))
-	x := o.disks[dev.Name]
+	rec.mu.Lock()
+	x := rec.observed
 	if x != nil && x.interval == interval {
+		rec.mu.Unlock()
 		return
 	}
 	if x == nil {
 		x = &observedDisk{}
-		o.disks[dev.Name] = x
+		rec.observed = x
 	}
 	x.interval = interval
 	x.next = nextSample(time.Now(), interval)
-	if !o.sampling && !d.stopping.Load() {
-		o.sampling = true
-		d.tasks.Do("observe sampler", d.sampleObserved)
-	}
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
+	rec.mu.Unlock()
+	d.startSampler(&d.observe, "observe sampler", d.sampleObserved)
 }
 
 // dropObserved stops observing the disk, if it was, and drops its series.
-func (d *Daemon) dropObserved(name string) {
-	o := &d.observed
-	o.mu.Lock()
-	x := o.disks[name]
+func (d *Daemon) dropObserved(rec *disk) {
+	rec.mu.Lock()
+	x := rec.observed
 	if x != nil {
 		x.close()
-		delete(o.disks, name)
+		rec.observed = nil
 	}
-	o.mu.Unlock()
+	rec.mu.Unlock()
 	if x != nil {
-		d.metrics.ForgetObserved(name)
+		d.metrics.ForgetObserved(rec.name.String())
 	}
 }
 
@@ -102,81 +151,63 @@ func (x *observedDisk) close() {
 // due, samples every disk due then, and ends once no disk is observed (or
 // the daemon stops).
 func (d *Daemon) sampleObserved(ctx context.Context) {
-	o := &d.observed
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	stop := func() {
-		o.mu.Lock()
-		for _, x := range o.disks {
-			x.close()
+	d.runSampler(ctx, &d.observe, func(rec *disk) *time.Time {
+		if rec.observed == nil {
+			return nil
 		}
-		o.sampling = false
-		o.mu.Unlock()
-	}
-	for {
-		o.mu.Lock()
-		var due time.Time
-		for _, x := range o.disks {
-			if due.IsZero() || x.next.Before(due) {
-				due = x.next
-			}
+		return &rec.observed.next
+	}, d.sampleObservedDue, func(rec *disk) {
+		if rec.observed != nil {
+			rec.observed.close()
 		}
-		if due.IsZero() || ctx.Err() != nil {
-			o.sampling = false
-			o.mu.Unlock()
-			return
-		}
-		o.mu.Unlock()
-		timer.Reset(time.Until(due))
-		select {
-		case <-timer.C:
-			d.sampleObservedDue(time.Now())
-		case <-o.wake:
-			timer.Stop() // Reset above starts it again
-		case <-ctx.Done():
-			stop()
-			return
-		}
-	}
+	})
 }
 
 // sampleObservedDue samples every observed disk due by now and gives the
 // metrics their totals.
 func (d *Daemon) sampleObservedDue(now time.Time) {
-	o := &d.observed
 	type update struct {
 		name   string
 		depths observe.Depths
 	}
 	var updates []update
-	o.mu.Lock()
-	for name, x := range o.disks {
-		if x.next.After(now) {
-			continue
-		}
-		x.next = nextSample(now, x.interval)
-		if x.obs == nil {
-			obs, err := observe.NewObserver(d.pipe.StatPath(name))
-			if err != nil {
-				d.log.Debug("observe: the disk's stat file", "device", name, "error", err)
-				continue
+	for _, rec := range d.records() {
+		rec.mu.Lock()
+		if x := rec.observed; x != nil && !x.next.After(now) {
+			if depths, ok := d.sampleObservedDisk(rec.name, x, now); ok {
+				updates = append(updates, update{rec.name.String(), depths})
 			}
-			x.obs = obs
 		}
-		before := x.obs.Depths()
-		if err := x.obs.Step(); err != nil {
-			// Gone, most likely: its pass forgets it.
-			d.log.Debug("observe: reading the disk's stat file", "device", name, "error", err)
-			x.close()
-			continue
-		}
-		x.depths = addDepths(x.depths, before, x.obs.Depths())
-		updates = append(updates, update{name, x.depths})
+		rec.mu.Unlock()
 	}
-	o.mu.Unlock()
 	for _, u := range updates {
 		d.metrics.SetBusyDepths(u.name, busyDepths(u.depths))
 	}
+}
+
+// sampleObservedDisk samples the observed disk x (disk's, due), under its
+// record's lock, and returns its totals; false when its stat file could
+// not be read.
+func (d *Daemon) sampleObservedDisk(disk sysfs.Name, x *observedDisk, now time.Time) (observe.Depths, bool) {
+	name := disk.String()
+	x.next = nextSample(now, x.interval)
+	if x.obs == nil {
+		obs, err := observe.NewObserver(d.pipe.StatPath(disk))
+		if err != nil {
+			d.log.Debug("observe: the disk's stat file", "device", name, "error", err)
+			return observe.Depths{}, false
+		}
+		x.obs = obs
+	}
+	before := x.obs.Depths()
+	if err := x.obs.Step(); err != nil {
+		// Gone, most likely: its pass forgets it.
+		d.log.Debug("observe: reading the disk's stat file", "device", name, "error", err)
+		x.close()
+		return observe.Depths{}, false
+	}
+	x.depths = addDepths(x.depths, before, x.obs.Depths())
+	return x.depths, true
 }
 
 // addDepths adds to total what an observer accumulated from before to

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/iosched/iosched/internal/apply"
@@ -17,21 +18,50 @@ import (
 	"github.com/iosched/iosched/internal/uevent"
 )
 
-// disk is what the daemon remembers of one disk between passes, a few
-// hundred bytes. Only the disk's own pass writes it (the queue never runs
-// two at once); the state writer reads state under Daemon.mu.
+// disk is the daemon's record of one disk: what it remembers between
+// passes, and what runs or is kept for the disk beside them, which its
+// teardown ends. A record is made by the disk's first pass and dropped when
+// a pass finds the disk gone.
+//
+// Locks, in the one order the daemon takes them: Daemon.mu, then a
+// record's mu, never the other way round. Daemon.mu guards the record map
+// (Daemon.disks), the daemon-wide report, each record's state, and what
+// bounds the probes and samplers as a whole (Daemon.probes, the samplers'
+// running flags). A record's mu guards what goroutines beside the disk's
+// pass share: its probe (the probe's goroutine), its adaptive controller
+// and observer (the samplers), and the probe's hold on the disk. Under a
+// record's mu only leaf locks are taken (adaptHistories', disklock's).
+// The rest (snap, facts, props, refused) is the disk's pass's alone: the
+// queue never runs two passes of a disk at once.
 type disk struct {
+	d    *Daemon
 	name sysfs.Name
 	// snap holds the facts as last read, and only the values of the
 	// attributes the policy sets.
 	snap *sysfs.Device
 	// facts are those snap was read with: the policy's needs then.
 	facts sysfs.Facts
-	props map[string]string // udev properties from the last uevent
-	state statefile.DiskState
+	props map[string]string   // udev properties from the last uevent
+	state statefile.DiskState // under Daemon.mu
 	// refused are the writes the kernel refused, by attribute: not
 	// retried before their Retry time unless the value changes.
 	refused map[string]*refusal
+
+	mu sync.Mutex
+	// probe is the disk's probe decision, or the probe it waits for
+	// (probe.go); nil when no probing rule matches it, or until its pass
+	// looks the decision up.
+	probe *diskProbe
+	// probeFailed is its last failed probe: it outlives a reload, so that
+	// the disk is not probed again before the backoff.
+	probeFailed *probeFailure
+	// measuring is set while a probe switches the disk's scheduler, one
+	// at most: a channel closed once it has restored what it changed. It
+	// outlives the probe's cancellation (a cancelled probe still
+	// restores): passes skip the disk meanwhile.
+	measuring chan struct{}
+	adapt     *adaptDisk    // its adaptive controller (adapt.go), nil when none
+	observed  *observedDisk // its observer (observe.go), nil when none
 }
 
 // refusal is a write the kernel refused, and how long the daemon waits
@@ -67,23 +97,23 @@ func (d *Daemon) pass(name string, j job) {
 	}
 	if j.kind == removal {
 		if d.pipe.Gone(disk) {
-			d.forget(name)
+			d.forget(disk)
 			return
 		}
 		j.kind = full // still there: a full pass tells whether it is the same disk
 	}
-	if d.probes.holds(name) {
+	rec := d.record(disk)
+	if rec.probing() {
 		return // its probe switches the scheduler; a pass follows it
 	}
 	pol := d.policy.Load()
-	rec := d.record(disk)
 	dev, ev, diskDir, err := d.readDisk(pol, disk, rec, j)
 	if diskDir != nil {
 		defer diskDir.Close()
 	}
 	if err != nil {
 		if sysfs.Gone(err) {
-			d.forget(name)
+			d.forget(disk)
 			return
 		}
 		d.noteError(name, rec, err.Error())
@@ -96,10 +126,10 @@ func (d *Daemon) pass(name string, j job) {
 		// The rules that matched on the last pass no longer do (a
 		// reload, facts changed): what ran for them ends. Only this
 		// pass writes rec.state, so it is read without the lock.
-		d.teardown(name, noRuleMatches)
+		rec.teardown(noRuleMatches)
 	}
-	a := d.pipe.Plan(dev, ev, d.adaptDecision(pol, dev, d.probeDecision(pol, dev, ev, diskDir)))
-	d.observeDisk(pol, dev)
+	a := d.pipe.Plan(dev, ev, d.adaptDecision(pol, rec, dev, d.probeDecision(pol, rec, dev, ev, diskDir)))
+	d.observeDisk(pol, rec, dev)
 	ev, p := a.Eval, a.Plan
 	// A pass udevd's processed event asked for retries what was held: a
 	// value not kept before may have been a udev rule's write racing ours,
@@ -115,7 +145,7 @@ func (d *Daemon) pass(name string, j job) {
 		if d.stopping.Load() {
 			return // a stop abandons what has not started writing
 		}
-		if d.probes.holds(name) {
+		if rec.probing() {
 			return // the daemon's probe is switching its scheduler
 		}
 		var q apply.Queue = d.pipe.Queue(disk)
@@ -144,7 +174,7 @@ func (d *Daemon) pass(name string, j job) {
 		switch {
 		case disklock.IsBusy(err):
 			d.noteHeld(name, rec, err) // another process probes it (or writes its settings)
-			d.adaptPassed(name, dev, true)
+			rec.adaptPassed(dev, true)
 			return
 		case err != nil:
 			d.log.Warn("not written this pass: the disk's lock cannot be taken", "device", name, "error", err)
@@ -152,14 +182,14 @@ func (d *Daemon) pass(name string, j job) {
 		}
 		d.writes.Add(int64(res.Writes))
 		if res.Gone {
-			d.forget(name)
+			d.forget(disk)
 			return
 		}
 		repeated := d.noteRefusals(rec, res)
 		d.logOutcomes(dev, rec, res, j.afterUdev, repeated)
 		settle(dev, res)
 	}
-	d.adaptPassed(name, dev, false)
+	rec.adaptPassed(dev, false)
 	d.noteDisk(name, rec, dev, ev, p, res)
 	rec.snap = trim(dev, ev)
 	if !j.received.IsZero() {
@@ -213,7 +243,7 @@ func (d *Daemon) readDisk(pol *policy.Policy, disk sysfs.Name, rec *disk, j job)
 	if rec.snap != nil && (rec.snap.MajorMinor != dev.MajorMinor || rec.snap.DiskSeq != dev.DiskSeq) {
 		// Another disk under the same name: its removal and arrival
 		// were among events lost (this is the rescan after).
-		d.renew(disk.String(), rec, j.props)
+		d.renew(rec, j.props)
 	}
 	rec.facts = sc.Facts
 	if rec.props == nil && d.udev {
@@ -346,41 +376,64 @@ func (d *Daemon) noteRefusals(rec *disk, res apply.Result) map[string]bool {
 	return repeated
 }
 
-// record returns the disk's memory, creating it on first sight.
+// record returns the disk's record, creating it on first sight.
 func (d *Daemon) record(name sysfs.Name) *disk {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rec := d.disks[name.String()]
 	if rec == nil {
-		rec = &disk{name: name}
+		rec = &disk{d: d, name: name}
 		d.disks[name.String()] = rec
 	}
 	return rec
+}
+
+// recordOf is the disk's record, nil when the daemon has none.
+func (d *Daemon) recordOf(name string) *disk {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.disks[name]
+}
+
+// records lists the records, for a walk over them without Daemon.mu.
+func (d *Daemon) records() []*disk {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*disk, 0, len(d.disks))
+	for _, rec := range d.disks {
+		out = append(out, rec)
+	}
+	return out
 }
 
 // renew forgets what rec remembers of the disk that had its name before:
 // what it settled (or the new disk's first writes would be logged as
 // drift), its snapshot, its refusals, what runs for it (teardown), and its
 // udev properties unless props (this pass's event's) are the new disk's.
-func (d *Daemon) renew(name string, rec *disk, props map[string]string) {
+func (d *Daemon) renew(rec *disk, props map[string]string) {
 	d.mu.Lock()
 	rec.state = statefile.DiskState{}
 	d.mu.Unlock()
 	rec.snap, rec.props, rec.refused = nil, props, nil
-	d.teardown(name, diskReplaced)
-	d.log.Debug("another disk under the same name", "device", name)
+	rec.teardown(diskReplaced)
+	d.log.Debug("another disk under the same name", "device", rec.name.String())
 }
 
 // forget drops a disk that went away: its record (with its refusals) and
-// what runs for it (teardown).
-func (d *Daemon) forget(name string) {
+// what runs or is kept for it (teardown). A disk without a record (never
+// passed over) is torn down too: its original values may be remembered
+// from an earlier run.
+func (d *Daemon) forget(name sysfs.Name) {
 	d.mu.Lock()
-	_, known := d.disks[name]
-	delete(d.disks, name)
+	rec, known := d.disks[name.String()]
+	delete(d.disks, name.String())
 	d.mu.Unlock()
-	d.teardown(name, diskGone)
+	if !known {
+		rec = &disk{d: d, name: name}
+	}
+	rec.teardown(diskGone)
 	if known {
-		d.log.Debug("disk removed", "device", name)
+		d.log.Debug("disk removed", "device", name.String())
 		d.markChanged()
 	}
 }
@@ -399,18 +452,21 @@ func (e ending) String() string {
 	return [...]string{"it went away", "another disk has its name", "no rule matches it", "the daemon stops"}[e]
 }
 
-// teardown is the one way what the daemon runs or keeps for a disk beside
-// its record ends: its probe is cancelled (it puts back what it changed),
-// its adaptive controller and its observer stop, their series go, and,
-// for a disk gone or replaced, its original values are forgotten (they
-// are another disk's, or no disk's). Each part does nothing for a disk
-// without it. Called from the disk's own pass, or at stop once no pass
-// writes.
-func (d *Daemon) teardown(name string, why ending) {
-	d.probes.cancel(name)
+// teardown is the one way what runs or is kept for the disk beside its
+// record ends, in this order: its probe is cancelled first (it puts back
+// what it changed; its hold on the disk ends once it has) and its
+// decision and last failure forgotten, then its adaptive controller stops
+// (no switch is asked for after), then its observer; their series go
+// from the metrics; last, for a disk gone or replaced, its original values
+// are forgotten (they are another disk's, or no disk's). Each part does
+// nothing for a record without it. Called from the disk's own pass, or at
+// stop once no pass writes.
+func (rec *disk) teardown(why ending) {
+	d, name := rec.d, rec.name.String()
+	rec.cancelProbe()
 	d.metrics.ForgetProbe(name)
-	d.dropAdaptive(name, why.String())
-	d.dropObserved(name)
+	d.dropAdaptive(rec, why.String())
+	d.dropObserved(rec)
 	if d.orig != nil && (why == diskGone || why == diskReplaced) {
 		d.orig.Forget(name)
 	}
@@ -418,8 +474,8 @@ func (d *Daemon) teardown(name string, why ending) {
 
 // teardownAll is teardown of every disk remembered, at stop.
 func (d *Daemon) teardownAll() {
-	for name := range d.knownNames() {
-		d.teardown(name.String(), daemonStops)
+	for _, rec := range d.records() {
+		rec.teardown(daemonStops)
 	}
 }
 

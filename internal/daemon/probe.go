@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/iosched/iosched/internal/pipeline"
@@ -76,29 +75,19 @@ func (f *probeFailure) same(rule string, pr *policy.Probe, results []string, dev
 	return f.rule == rule && reflect.DeepEqual(f.probe, *pr) && slices.Equal(f.results, results) && f.disk == diskIdentity(dev)
 }
 
-// probes is the daemon's probe book-keeping, under its own mutex (taken
-// after Daemon.mu, never before).
-type probes struct {
-	mu    sync.Mutex
-	disks map[string]*diskProbe
+// probeLimits bound the daemon's probes as a whole, under Daemon.mu; each
+// disk's probe is its record's (disk.probe).
+type probeLimits struct {
 	// slots bounds the probes running at once (probe_concurrency); a
 	// reload that changes it makes a new one (and cancels every probe:
 	// they release the old).
 	slots semaphore
-	// measuring holds, by disk, the probe switching its scheduler, one at
-	// most: a channel closed once it has restored what it changed. It
-	// outlives a reset, as a cancelled probe is still restoring.
-	measuring map[string]chan struct{}
-	spent     time.Duration // probe time since the start, against probe_budget
+	spent time.Duration // probe time since the start, against probe_budget
 	// seedErrs are the policy's seeded results' errors (a file not read,
 	// a result refused), for the state file.
 	seedErrs []string
-	// retry is probeRetry; tests shorten it.
+	// retry is probeRetry; tests shorten it. Set by New, only read after.
 	retry time.Duration
-	// failed are the disks' last failed probes, by disk name: they
-	// outlive a reset, so a reload does not probe them again before
-	// their backoff.
-	failed map[string]*probeFailure
 }
 
 // diskProbe is one disk's probe: its decision, or the probe it waits for.
@@ -110,41 +99,33 @@ type diskProbe struct {
 	run *probeRun
 }
 
-func (p *probes) init(concurrency int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.disks = map[string]*diskProbe{}
-	p.slots = newSemaphore(concurrency)
-	if p.measuring == nil {
-		p.measuring = map[string]chan struct{}{}
-	}
-	if p.failed == nil {
-		p.failed = map[string]*probeFailure{}
-	}
-	if p.retry == 0 {
-		p.retry = probeRetry
-	}
+// probing reports whether a probe of the daemon's is switching the disk's
+// scheduler (or still restoring it).
+func (rec *disk) probing() bool {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.measuring != nil
 }
 
-// holds reports whether a probe of the daemon's runs on the disk.
-func (p *probes) holds(name string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.measuring[name] != nil
+// probeHolds is probing for the disk of that name: false for one the
+// daemon has no record of.
+func (d *Daemon) probeHolds(name string) bool {
+	rec := d.recordOf(name)
+	return rec != nil && rec.probing()
 }
 
 // startMeasuring marks the disk as being probed, once no other probe of it
 // (one cancelled, still restoring) is; false when ctx ends first.
-func (p *probes) startMeasuring(ctx context.Context, name string) bool {
+func (rec *disk) startMeasuring(ctx context.Context) bool {
 	for {
-		p.mu.Lock()
-		other := p.measuring[name]
+		rec.mu.Lock()
+		other := rec.measuring
 		if other == nil {
-			p.measuring[name] = make(chan struct{})
-			p.mu.Unlock()
+			rec.measuring = make(chan struct{})
+			rec.mu.Unlock()
 			return true
 		}
-		p.mu.Unlock()
+		rec.mu.Unlock()
 		select {
 		case <-other:
 		case <-ctx.Done():
@@ -153,82 +134,70 @@ func (p *probes) startMeasuring(ctx context.Context, name string) bool {
 	}
 }
 
-func (p *probes) endMeasuring(name string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	close(p.measuring[name])
-	delete(p.measuring, name)
+func (rec *disk) endMeasuring() {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	close(rec.measuring)
+	rec.measuring = nil
 }
 
-// state is the disk's probe for the state file, nil when none.
-func (p *probes) state(name string) *statefile.ProbeState {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	dp := p.disks[name]
-	if dp == nil {
+// probeState is the disk's probe for the state file, nil when none.
+func (rec *disk) probeState() *statefile.ProbeState {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.probe == nil {
 		return nil
 	}
-	s := dp.state
+	s := rec.probe.state
 	return &s
 }
 
-// cancel ends the disk's probe, if any, and forgets its decision and its
-// last failure: the disk went away, another has its name, or it is no
-// longer probed.
-func (p *probes) cancel(name string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.failed, name)
-	if dp := p.disks[name]; dp != nil {
+// cancelProbe ends the disk's probe, if any, and forgets its decision and
+// its last failure: the disk went away, another has its name, or it is no
+// longer probed. Its hold on the disk ends once the probe has restored
+// what it changed.
+func (rec *disk) cancelProbe() {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.probeFailed = nil
+	if dp := rec.probe; dp != nil {
 		if dp.cancel != nil {
 			dp.cancel()
 		}
-		delete(p.disks, name)
+		rec.probe = nil
 	}
 }
 
-// reset cancels every probe and forgets every decision (a reload: the
-// rules may have changed; the re-plan looks the decisions up again).
-func (p *probes) reset(concurrency int) {
-	p.mu.Lock()
-	for _, dp := range p.disks {
-		if dp.cancel != nil {
-			dp.cancel()
+// reloadProbes takes a new policy (or the first). A probe queued or
+// running goes on when pol gives its disk the same probe: the same rule,
+// [rule.probe], probe_results and probe_concurrency (a reload that changes
+// only other settings must not start a probe of minutes over). Every other
+// probe is cancelled, and every decision forgotten: the re-plan looks them
+// up again. The disks' last failures stay.
+func (d *Daemon) reloadProbes(pol *policy.Policy) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sameSlots := cap(d.probes.slots) == max(pol.Daemon.ProbeConcurrency, 1)
+	for _, rec := range d.disks {
+		rec.mu.Lock()
+		if dp := rec.probe; dp != nil && (dp.run == nil || !sameSlots || !dp.run.stillHolds(pol)) {
+			if dp.cancel != nil {
+				dp.cancel()
+			}
+			rec.probe = nil
 		}
+		rec.mu.Unlock()
 	}
-	p.mu.Unlock()
-	p.init(concurrency)
-}
-
-// reload takes a new policy. A probe queued or running goes on when pol
-// gives its disk the same probe: the same rule, [rule.probe],
-// probe_results and probe_concurrency (a reload that changes only other
-// settings must not start a probe of minutes over). Every other probe is
-// cancelled, and every decision forgotten: the re-plan looks them up again.
-func (p *probes) reload(pol *policy.Policy) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	sameSlots := cap(p.slots) == max(pol.Daemon.ProbeConcurrency, 1)
-	kept := map[string]*diskProbe{}
-	for name, dp := range p.disks {
-		if dp.run != nil && sameSlots && dp.run.stillHolds(pol) {
-			kept[name] = dp
-			continue
-		}
-		if dp.cancel != nil {
-			dp.cancel()
-		}
-	}
-	p.disks = kept
 	if !sameSlots {
-		p.slots = newSemaphore(pol.Daemon.ProbeConcurrency)
+		d.probes.slots = newSemaphore(pol.Daemon.ProbeConcurrency)
 	}
 }
 
-// ended notes that the disk's probe is over: a reload no longer keeps it.
-func (p *probes) ended(dp *diskProbe) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// probeEnded notes that the disk's probe is over: a reload no longer keeps
+// it.
+func (rec *disk) probeEnded(dp *diskProbe) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
 	dp.run = nil
 }
 
@@ -272,16 +241,9 @@ func (d *Daemon) checkSeeds(pol *policy.Policy) {
 			d.log.Warn("seeded probe results: not used", "error", e)
 		}
 	}
-	d.probes.mu.Lock()
+	d.mu.Lock()
 	d.probes.seedErrs = msgs
-	d.probes.mu.Unlock()
-}
-
-// seedErrors are the errors checkSeeds kept.
-func (p *probes) seedErrors() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.seedErrs)
+	d.mu.Unlock()
 }
 
 func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
@@ -293,29 +255,28 @@ func (d *Daemon) probeRunner(pol *policy.Policy) *probe.Runner {
 // disk a probing rule matches that has no decision yet is looked up in the
 // remembered and seeded results (once), and without one its probe is
 // queued: the decision is pending, ev's settings the interim ones.
-func (d *Daemon) probeDecision(pol *policy.Policy, dev *sysfs.Device, ev policy.Evaluation, diskDir *sysfs.Disk) pipeline.ProbeDecision {
+func (d *Daemon) probeDecision(pol *policy.Policy, rec *disk, dev *sysfs.Device, ev policy.Evaluation, diskDir *sysfs.Disk) pipeline.ProbeDecision {
 	pr, rule := pol.ProbeFor(dev)
 	if pr == nil || dev.Scheduler == nil {
-		d.probes.cancel(dev.Name) // no longer probed (its facts changed)
+		rec.cancelProbe() // no longer probed (its facts changed)
 		return pipeline.ProbeDecision{}
 	}
-	name := dev.Name
-	d.probes.mu.Lock()
-	dp := d.probes.disks[name]
-	d.probes.mu.Unlock()
+	rec.mu.Lock()
+	dp := rec.probe
+	rec.mu.Unlock()
 	if dp == nil {
-		dp = d.lookUpProbe(pol, dev, diskDir, rule, pr, ev)
+		dp = d.lookUpProbe(pol, rec, dev, diskDir, rule, pr, ev)
 	}
-	d.probes.mu.Lock()
+	rec.mu.Lock()
 	rep := dp.report
-	d.probes.mu.Unlock()
+	rec.mu.Unlock()
 	return pipeline.ProbeDecision{Rule: rule, Probe: pr, Report: rep}
 }
 
 // lookUpProbe finds the disk's remembered or seeded decision
 // (pipeline.LookUpProbe, which reads the disk whole, through diskDir when
 // this pass opened it: once per disk and policy), else queues its probe.
-func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, diskDir *sysfs.Disk, rule string, pr *policy.Probe, ev policy.Evaluation) *diskProbe {
+func (d *Daemon) lookUpProbe(pol *policy.Policy, rec *disk, dev *sysfs.Device, diskDir *sysfs.Disk, rule string, pr *policy.Probe, ev policy.Evaluation) *diskProbe {
 	name := dev.Name
 	dp := &diskProbe{state: statefile.ProbeState{Rule: rule, Status: "pending", Since: time.Now()}}
 	for _, s := range ev.Settings {
@@ -339,18 +300,22 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, diskDir *sys
 	// once the pass has returned, so the interim settings are written
 	// first (a probe measuring the disk would make the pass skip them).
 	passOver := d.queue.PassOver(name)
-	d.probes.mu.Lock()
-	if old := d.probes.disks[name]; old != nil {
-		d.probes.mu.Unlock()
+	// Both locks: a reload (reloadProbes) sees the probe with the slots
+	// it was queued with.
+	d.mu.Lock()
+	rec.mu.Lock()
+	if old := rec.probe; old != nil {
+		rec.mu.Unlock()
+		d.mu.Unlock()
 		return old // another pass of the disk got there first (cannot: one pass a disk at a time; kept safe)
 	}
-	d.probes.disks[name] = dp
+	rec.probe = dp
 	queued := dp.report == nil && !d.stopping.Load()
 	var backingOff *probeFailure // a copy: read after the lock is let go
-	if f := d.probes.failed[name]; queued && f != nil {
+	if f := rec.probeFailed; queued && f != nil {
 		switch {
 		case !f.same(rule, pr, pol.Daemon.ProbeResults, dev):
-			delete(d.probes.failed, name) // its settings (or the disk) changed: probed at once
+			rec.probeFailed = nil // its settings (or the disk) changed: probed at once
 		case time.Now().Before(f.until):
 			copied := *f
 			queued, backingOff = false, &copied
@@ -364,12 +329,13 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, dev *sysfs.Device, diskDir *sys
 		facts := *dev // the pass goes on with dev: the values are copied
 		facts.Tunables, facts.IOSched = maps.Clone(dev.Tunables), maps.Clone(dev.IOSched)
 		dp.run = &probeRun{
-			d: d, ctx: ctx, dp: dp, name: name, rule: rule, probe: pr, opts: opts, runner: runner,
+			d: d, ctx: ctx, dp: dp, rec: rec, name: name, rule: rule, probe: pr, opts: opts, runner: runner,
 			slots: d.probes.slots, results: pol.Daemon.ProbeResults, facts: &facts,
 		}
 		d.tasks.Do(probeTask+name, func(context.Context) { dp.run.run(passOver) })
 	}
-	d.probes.mu.Unlock()
+	rec.mu.Unlock()
+	d.mu.Unlock()
 	if backingOff != nil {
 		d.log.Info("probe not queued: it failed with the same settings; the interim settings stay", "device", name, "rule", rule,
 			"failures", backingOff.failures, "retry_after", backingOff.until.UTC().Format(time.RFC3339))
@@ -395,7 +361,8 @@ type probeRun struct {
 	d      *Daemon
 	ctx    context.Context // ends on a reload that changes it, the disk's removal, or a stop
 	dp     *diskProbe
-	name   string
+	rec    *disk  // the record dp is (or was) of
+	name   string // rec.name's
 	rule   string
 	probe  *policy.Probe
 	opts   probe.Options
@@ -419,7 +386,7 @@ func (r *probeRun) stillHolds(pol *policy.Policy) bool {
 // has a pass apply the winner. When ctx ends the probe restores what it
 // changed.
 func (r *probeRun) run(passOver <-chan struct{}) {
-	defer r.d.probes.ended(r.dp)
+	defer r.rec.probeEnded(r.dp)
 	r.d.probeStep(r.name, "waiting for the pass")
 	select {
 	case <-passOver:
@@ -462,21 +429,21 @@ func (r *probeRun) acquire() (release func(), ok bool) {
 	}()
 	budget := d.policy.Load().Daemon.ProbeBudget
 	need := r.opts.Budget()
-	d.probes.mu.Lock()
+	d.mu.Lock()
 	over := budget > 0 && d.probes.spent+need > budget
 	spent := d.probes.spent
-	d.probes.mu.Unlock()
+	d.mu.Unlock()
 	if over {
 		if r.update(func() { r.dp.state.Status = "budget" }) {
 			d.log.Warn("probe_budget spent; the interim settings stay", "device", r.name, "rule", r.rule, "spent", spent, "needs", need, "budget", budget)
 		}
 		return nil, false
 	}
-	if !d.probes.startMeasuring(r.ctx, r.name) {
+	if !r.rec.startMeasuring(r.ctx) {
 		return nil, false
 	}
 	if !r.update(func() { r.dp.state.Status = "running" }) {
-		d.probes.endMeasuring(r.name)
+		r.rec.endMeasuring()
 		return nil, false
 	}
 	d.probeStep(r.name, "measuring")
@@ -489,7 +456,7 @@ func (r *probeRun) acquire() (release func(), ok bool) {
 	if r.ctx.Err() != nil {
 		// Stopped while a pass may still be writing the disk: probing
 		// now could switch its scheduler at the same time.
-		d.probes.endMeasuring(r.name)
+		r.rec.endMeasuring()
 		d.log.Info("probe cancelled before it started", "device", r.name, "rule", r.rule)
 		r.cancelled()
 		return nil, false
@@ -506,7 +473,7 @@ func (r *probeRun) measure() (*probe.Report, time.Duration, error) {
 	d := r.d
 	d.log.Info("probe started", "device", r.name, "rule", r.rule, "budget", r.opts.Budget())
 	start := time.Now()
-	rep, err := r.runner.Probe(r.ctx, r.name, r.opts, false, r.probe.MaxAge)
+	rep, err := r.runner.Probe(r.ctx, r.rec.name, r.opts, false, r.probe.MaxAge)
 	took := time.Since(start)
 	if done := rep.RestoreDone(); done != nil {
 		// Not a probe task: the stop's wait for probes is for their
@@ -514,17 +481,17 @@ func (r *probeRun) measure() (*probe.Report, time.Duration, error) {
 		d.tasks.Do("restore wait "+r.name, func(ctx context.Context) {
 			select {
 			case <-done:
-				d.probes.endMeasuring(r.name)
-				d.kickKnown(r.name, full)
+				r.rec.endMeasuring()
+				d.kick(r.rec.name, full, nil, nil)
 			case <-ctx.Done(): // the daemon has stopped: no pass follows
 			}
 		})
 	} else {
-		d.probes.endMeasuring(r.name)
+		r.rec.endMeasuring()
 	}
-	d.probes.mu.Lock()
+	d.mu.Lock()
 	d.probes.spent += took
-	d.probes.mu.Unlock()
+	d.mu.Unlock()
 	return rep, took, err
 }
 
@@ -551,9 +518,9 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 	switch {
 	case (ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted)) && errors.Is(err, probe.ErrRestorePending):
 		d.log.Warn("probe cancelled; the disk's settings are not back yet", "device", r.name, "rule", r.rule, "error", err)
-		r.d.probes.mu.Lock()
+		r.rec.mu.Lock()
 		r.dp.state.Status = "cancelled"
-		r.d.probes.mu.Unlock()
+		r.rec.mu.Unlock()
 		// The pass owed is asked for once the restore ends (measure).
 		return false
 	case ctx.Err() != nil || errors.Is(err, probe.ErrInterrupted):
@@ -572,16 +539,16 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 			r.dp.state.Status, r.dp.state.Winner, r.dp.state.Provenance, r.dp.state.From = "decided", rep.Winner, rep.Provenance, from
 		})
 		d.recordProbe(r.name, rep)
-		d.probes.mu.Lock()
-		delete(d.probes.failed, r.name)
-		d.probes.mu.Unlock()
+		r.rec.mu.Lock()
+		r.rec.probeFailed = nil
+		r.rec.mu.Unlock()
 		d.log.Info("probe decided", "device", r.name, "rule", r.rule, "winner", rep.Winner, "provenance", rep.Provenance, "took", took.Round(time.Millisecond))
-		d.kickKnown(r.name, full)
+		d.kick(r.rec.name, full, nil, nil)
 		return false
 	case errors.As(err, &ref) && ref.Busy:
 		r.update(func() { r.dp.state.Status, r.dp.state.Error = "pending", ref.Reason })
 		d.log.Info("probe postponed: the disk is busy", "device", r.name, "reason", ref.Reason, "retry_in", d.probes.retry)
-		d.kickKnown(r.name, settingsOnly) // the settings held while it ran
+		d.kick(r.rec.name, settingsOnly, nil, nil) // the settings held while it ran
 		return true
 	default:
 		status := "failed"
@@ -592,7 +559,7 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 		until := r.failed(status, err)
 		d.log.Warn("probe "+status+"; the interim settings stay", "device", r.name, "rule", r.rule, "error", err,
 			"retry_after", until.UTC().Format(time.RFC3339))
-		d.kickKnown(r.name, full)
+		d.kick(r.rec.name, full, nil, nil)
 		return false
 	}
 }
@@ -600,34 +567,32 @@ func (r *probeRun) record(rep *probe.Report, took time.Duration, err error) (aga
 // failed notes the probe's failure, for the backoff before the disk is
 // probed again with the same settings, and returns when that backoff ends.
 func (r *probeRun) failed(status string, err error) time.Time {
-	p := &r.d.probes
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
 	f := &probeFailure{rule: r.rule, probe: *r.probe, results: r.results, disk: diskIdentity(r.facts), status: status, err: err.Error(), failures: 1}
-	if old := p.failed[r.name]; old != nil && old.same(r.rule, r.probe, r.results, r.facts) {
+	if old := r.rec.probeFailed; old != nil && old.same(r.rule, r.probe, r.results, r.facts) {
 		f.failures = old.failures + 1
 	}
 	f.until = time.Now().Add(backoffAfter(f.failures))
-	p.failed[r.name] = f
+	r.rec.probeFailed = f
 	return f.until
 }
 
 // cancelled marks the probe cancelled and asks for the pass owed to the
 // disk: those skipped while the probe held it.
 func (r *probeRun) cancelled() {
-	r.d.probes.mu.Lock()
+	r.rec.mu.Lock()
 	r.dp.state.Status = "cancelled"
-	r.d.probes.mu.Unlock()
-	r.d.kickKnown(r.name, full)
+	r.rec.mu.Unlock()
+	r.d.kick(r.rec.name, full, nil, nil)
 }
 
 // update changes the disk's probe state unless its probe was cancelled
 // (the entry replaced or dropped), and reports whether it did.
 func (r *probeRun) update(f func()) bool {
-	p := &r.d.probes
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.disks[r.name] != r.dp || r.ctx.Err() != nil {
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	if r.rec.probe != r.dp || r.ctx.Err() != nil {
 		return false
 	}
 	f()

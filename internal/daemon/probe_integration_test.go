@@ -170,7 +170,7 @@ func TestIntegrationProbeDaemonStop(t *testing.T) {
 	r := start(t, probePolicy(name, "2s", 3, ""), withStateDir(state), func(c *Config) { c.StopTimeout = 3 * time.Second })
 	// In the middle of it: switched to a candidate, away from kyber.
 	waitFor(t, 10*time.Second, "the probe to switch the disk to a candidate", func() bool {
-		return r.d.probes.holds(name) && activeScheduler(t, name) != "kyber"
+		return r.d.probeHolds(name) && activeScheduler(t, name) != "kyber"
 	})
 	begin := time.Now()
 	if err := r.stop(t); err != nil {
@@ -301,7 +301,7 @@ func TestIntegrationProbeDaemonStuckDisk(t *testing.T) {
 	gate.Set(false) // the disk answers again
 	waitFor(t, 10*time.Second, "kyber back on the disk", func() bool { return activeScheduler(t, name) == "kyber" })
 	waitFor(t, 10*time.Second, "the disk to be the passes' again", func() bool {
-		return !r.d.probes.holds(name) && !r.otherProcessLocks(t).Held(name)
+		return !r.d.probeHolds(name) && !r.otherProcessLocks(t).Held(name)
 	})
 	if v, err := os.ReadFile("/sys/block/" + name + "/queue/nr_requests"); err != nil || strings.TrimSpace(string(v)) != "64" {
 		t.Errorf("nr_requests after the restore = %q (%v), want 64, as before the probe", v, err)

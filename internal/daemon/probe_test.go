@@ -207,35 +207,34 @@ func TestProbeBudget(t *testing.T) {
 // held off the disk all along; a cancelled wait gives up.
 func TestProbesOneMeasuringPerDisk(t *testing.T) {
 	t.Parallel()
-	var p probes
-	p.init(2)
-	if !p.startMeasuring(context.Background(), "loop20000") || !p.holds("loop20000") || p.holds("loop20001") {
+	rec, other := &disk{}, &disk{}
+	if !rec.startMeasuring(context.Background()) || !rec.probing() || other.probing() {
 		t.Fatal("the first probe does not hold its disk alone")
 	}
 	// A second probe that can only wait (its context is done) gives up:
 	// it would start were the disk not held.
 	done, cancelDone := context.WithCancel(context.Background())
 	cancelDone()
-	if p.startMeasuring(done, "loop20000") {
+	if rec.startMeasuring(done) {
 		t.Fatal("a second probe of the disk started while the first measured")
 	}
 	second := make(chan bool)
-	go func() { second <- p.startMeasuring(context.Background(), "loop20000") }()
-	p.reset(1) // a reload: the disk stays held while its probe restores
-	if !p.holds("loop20000") {
-		t.Error("a reset let passes onto a disk still being probed")
+	go func() { second <- rec.startMeasuring(context.Background()) }()
+	rec.cancelProbe() // a reload: the disk stays held while its probe restores
+	if !rec.probing() {
+		t.Error("a cancelled probe let passes onto a disk it still restores")
 	}
-	p.endMeasuring("loop20000")
-	if !<-second || !p.holds("loop20000") {
+	rec.endMeasuring()
+	if !<-second || !rec.probing() {
 		t.Fatal("the second probe did not start once the first ended")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if p.startMeasuring(ctx, "loop20000") {
+	if rec.startMeasuring(ctx) {
 		t.Error("a cancelled probe started")
 	}
-	p.endMeasuring("loop20000")
-	if p.holds("loop20000") {
+	rec.endMeasuring()
+	if rec.probing() {
 		t.Error("the disk is still held after its probes ended")
 	}
 }
@@ -244,12 +243,12 @@ func TestProbesOneMeasuringPerDisk(t *testing.T) {
 // cancels its probe and drops its decision.
 func TestProbesCancel(t *testing.T) {
 	t.Parallel()
-	var p probes
-	p.init(1)
+	rec := &disk{}
 	ctx, cancel := context.WithCancel(context.Background())
-	p.disks["loop20000"] = &diskProbe{cancel: cancel}
-	p.cancel("loop20000")
-	if ctx.Err() == nil || p.state("loop20000") != nil {
+	rec.probe = &diskProbe{cancel: cancel}
+	rec.probeFailed = &probeFailure{}
+	rec.cancelProbe()
+	if ctx.Err() == nil || rec.probeState() != nil || rec.probeFailed != nil {
 		t.Error("the probe of a forgotten disk goes on")
 	}
 }
@@ -313,16 +312,17 @@ func TestReloadKeepsAnUnchangedProbe(t *testing.T) {
 	var releaseOnce sync.Once
 	letGo := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(letGo) // before the daemon's stop, on a failure
-	waitFor(t, 5*time.Second, "the probe to hold the disk", func() bool { return r.d.probes.holds("loop20000") })
+	waitFor(t, 5*time.Second, "the probe to hold the disk", func() bool { return r.d.probeHolds("loop20000") })
 	for i := 1; i <= 10; i++ {
 		r.reload(t, probedPolicy(128+4*i, "100ms"), i)
 	}
-	r.d.probes.mu.Lock()
+	rec := r.d.recordOf("loop20000")
+	rec.mu.Lock()
 	var run *probeRun
-	if dp := r.d.probes.disks["loop20000"]; dp != nil {
+	if dp := rec.probe; dp != nil {
 		run = dp.run
 	}
-	r.d.probes.mu.Unlock()
+	rec.mu.Unlock()
 	if run == nil || run.ctx.Err() != nil {
 		t.Fatal("reloads that changed only read_ahead_kb cancelled the running probe")
 	}
@@ -458,31 +458,32 @@ func TestProbeBackoffGrows(t *testing.T) {
 		defer mu.Unlock()
 		return measured
 	}
+	rec := r.d.recordOf("loop20000")
 	waitFor(t, 5*time.Second, "the first failure noted", func() bool {
-		r.d.probes.mu.Lock()
-		defer r.d.probes.mu.Unlock()
-		return r.d.probes.failed["loop20000"] != nil
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.probeFailed != nil
 	})
-	r.d.probes.mu.Lock()
-	f := r.d.probes.failed["loop20000"]
+	rec.mu.Lock()
+	f := rec.probeFailed
 	if f == nil || f.failures != 1 {
-		r.d.probes.mu.Unlock()
+		rec.mu.Unlock()
 		t.Fatalf("failure %+v, want the first of the new settings", f)
 	}
 	f.until = time.Now().Add(-time.Second)
-	r.d.probes.mu.Unlock()
+	rec.mu.Unlock()
 	before := time.Now()
 	r.reload(t, probedPolicy(144, "200ms"), 1)
 	waitFor(t, 5*time.Second, "the probe past its backoff", func() bool { return measures() == 2 })
 	waitFor(t, 5*time.Second, "its second failure noted", func() bool {
-		r.d.probes.mu.Lock()
-		defer r.d.probes.mu.Unlock()
-		f := r.d.probes.failed["loop20000"]
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		f := rec.probeFailed
 		return f != nil && f.failures == 2
 	})
-	r.d.probes.mu.Lock()
-	until := r.d.probes.failed["loop20000"].until
-	r.d.probes.mu.Unlock()
+	rec.mu.Lock()
+	until := rec.probeFailed.until
+	rec.mu.Unlock()
 	if wait := until.Sub(before); wait < 2*probeBackoff || wait > 2*probeBackoff+time.Minute {
 		t.Errorf("after two failures in a row: not before %s, want %s from now", wait.Round(time.Second), 2*probeBackoff)
 	}
@@ -514,9 +515,10 @@ func TestProbeUndecidedIsNoDecision(t *testing.T) {
 		ds := r.state(t).Disks["loop20000"]
 		return ds != nil && ds.Probe != nil && ds.Probe.Status == "refused"
 	})
-	r.d.probes.mu.Lock()
-	dp := r.d.probes.disks["loop20000"]
-	r.d.probes.mu.Unlock()
+	rec := r.d.recordOf("loop20000")
+	rec.mu.Lock()
+	dp := rec.probe
+	rec.mu.Unlock()
 	dev, err := fs.Device("loop20000")
 	if err != nil {
 		t.Fatal(err)
@@ -525,7 +527,7 @@ func TestProbeUndecidedIsNoDecision(t *testing.T) {
 	if dp == nil || pr == nil {
 		t.Fatal("no probe state for the disk, or no [rule.probe] for it")
 	}
-	run := &probeRun{d: r.d, ctx: context.Background(), dp: dp, name: "loop20000", rule: rule, probe: pr, facts: dev}
+	run := &probeRun{d: r.d, ctx: context.Background(), dp: dp, rec: rec, name: "loop20000", rule: rule, probe: pr, facts: dev}
 	rep := &probe.Report{Decision: probe.Decision{Winner: "mq-deadline", Reason: "no decision: the rate fell 3x in round 2; the current scheduler stays",
 		Provenance: "probe: disturbed, mq-deadline kept", Undecided: true}}
 	passes := r.passes.Load()

@@ -54,15 +54,18 @@ type Daemon struct {
 	// failed, so a pass that saves them clears the error only then.
 	persistFailed atomic.Bool
 
-	mu     sync.Mutex // guards disks and report
+	// mu guards disks (each disk's record: pass.go, which says the
+	// order of the daemon's locks), report, probes and the samplers'
+	// running flags.
+	mu     sync.Mutex
 	disks  map[string]*disk
 	report Report
 
-	follow *Follower // udevd's processed events, in kernel mode
-	probes probes    // [rule.probe]: probe.go
-	adapt  adaptive  // [rule.adapt]: adapt.go
-	// observed is the disks a rule's observe key asks for: observe.go.
-	observed observing
+	follow *Follower   // udevd's processed events, in kernel mode
+	probes probeLimits // what bounds the probes [rule.probe] asks for: probe.go
+	// adapt samples the disks of [rule.adapt] (adapt.go), observe those
+	// a rule's observe key asks for (observe.go).
+	adapt, observe sampler
 	// adaptHist keeps the adaptive disks' switch histories in the state
 	// directory: adapthistory.go.
 	adaptHist adaptHistories
@@ -130,8 +133,11 @@ func New(cfg Config) (*Daemon, error) {
 		return ev
 	}
 	d.probes.retry = cfg.hooks.probeRetry
-	d.probes.init(policy.DefaultProbeConcurrency)
-	d.adapt.init()
+	if d.probes.retry == 0 {
+		d.probes.retry = probeRetry
+	}
+	d.probes.slots = newSemaphore(policy.DefaultProbeConcurrency)
+	d.adapt, d.observe = newSampler(), newSampler()
 	d.queue = tasks.NewQueue(cfg.Parallel, d.pass)
 	d.queue.Idle = func(peak int) {
 		if peak > procs.KeepThreads() {
@@ -205,7 +211,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn("the original values file is ignored: restore_on_exit is off", "error", err)
 	}
 	d.adaptHist.load(d.cfg.StateDir, d.log)
-	d.probes.reset(pol.Daemon.ProbeConcurrency)
+	d.reloadProbes(pol) // its probe_concurrency
 	d.checkUdev()
 	// Listen before scanning, so a disk appearing during the scan is
 	// either seen by it or heard of afterwards.

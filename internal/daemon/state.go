@@ -158,7 +158,7 @@ func (d *Daemon) snapshot() *statefile.State {
 	d.report.Fill(st)
 	if p := d.report.Policy; p != nil {
 		st.Policy = statefile.PolicyState{Sources: p.Sources, UeventSource: d.ueventSource(p), ReconcileInterval: p.Daemon.ReconcileInterval.String(), RestoreOnExit: p.Daemon.RestoreOnExit,
-			SeedErrors: d.probes.seedErrors()}
+			SeedErrors: slices.Clone(d.probes.seedErrs)}
 	}
 	st.LastBurst = d.burstState()
 	st.Metrics = d.metricsState()
@@ -166,8 +166,8 @@ func (d *Daemon) snapshot() *statefile.State {
 	d.metrics.SetDisks(diskKinds(d.disks))
 	for name, rec := range d.disks {
 		s := rec.state
-		s.Probe = d.probes.state(name)
-		s.Adapt = d.adaptState(name)
+		s.Probe = rec.probeState()
+		s.Adapt = rec.adaptState()
 		st.Disks[name] = &s
 		if len(s.Rules) > 0 {
 			st.Managed++

@@ -76,7 +76,7 @@ func (d *Daemon) stop(stopStateWriter func()) error {
 		if d.cfg.hooks.restoreTarget != nil {
 			applier.FS = d.cfg.hooks.restoreTarget(applier.FS)
 		}
-		failed := d.orig.Restore(restore.Stop{Writing: writing, ProbeRuns: d.probes.holds, Locks: d.locks,
+		failed := d.orig.Restore(restore.Stop{Writing: writing, ProbeRuns: d.probeHolds, Locks: d.locks,
 			Applier: applier, Timeout: d.cfg.StopTimeout, InFlight: d.inFlight, Log: d.log})
 		if failed > 0 {
 			// restore_on_exit promised the original values: a stop

@@ -65,7 +65,7 @@ func (d *Daemon) leaveToUdevd(dev *sysfs.Device, p plan.Plan, j job) bool {
 	if grace <= 0 {
 		grace = DefaultGrace
 	}
-	d.follow.AfterGrace(grace, func() { d.kickKnown(name, settingsOnly) })
+	d.follow.AfterGrace(grace, func() { d.kick(j.disk, settingsOnly, nil, nil) })
 	d.log.Debug("left to udevd first: its rules write what the policy sets", "device", name, "udev_rule", strings.Join(found, ", "))
 	return true
 }

@@ -92,7 +92,9 @@ func (p *Pipeline) Gone(name sysfs.Name) bool {
 
 // StatPath is the disk's stat file, which observers and adaptive
 // controllers read.
-func (p *Pipeline) StatPath(name string) string { return observe.StatPath(p.FS.Root(), name) }
+func (p *Pipeline) StatPath(name sysfs.Name) string {
+	return observe.StatPath(p.FS.Root(), name.String())
+}
 
 // Identity is what a disk is known by in probe results (its probe key),
 // and whether it spins ("1", "0", or "unknown"): read here when dev was

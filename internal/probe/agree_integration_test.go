@@ -114,7 +114,7 @@ func TestIntegrationProbeAgreesWithFio(t *testing.T) {
 			o := Options{Options: probeopt.Options{Duration: 300 * time.Millisecond, Rounds: 3, Depth: agreeDepth, Depths: []int{1, agreeDepth},
 				Engine: EngineIOUring, Candidates: []string{"mq-deadline", "none"}, NrRequests: []int{agreeLowNr, probeopt.NrRequestsDefault},
 				Choose: ChooseIOPS, Margin: 0.05}}
-			rep, err := runner.Probe(context.Background(), e.Name, o, true, 0)
+			rep, err := runner.Probe(context.Background(), diskName(t, e.Name), o, true, 0)
 			if err != nil {
 				t.Fatalf("probe: %v", err)
 			}

@@ -91,7 +91,7 @@ func TestIntegrationSchedulerChangedUnderTheProbe(t *testing.T) {
 			} else {
 				close(changed)
 			}
-			rep, err := Run(context.Background(), Target{FS: live, StateDir: state, Locks: locks, Name: l.Name}, o, progress)
+			rep, err := Run(context.Background(), Target{FS: live, StateDir: state, Locks: locks, Name: diskName(t, l.Name)}, o, progress)
 			<-changed
 			t.Log(err)
 			if !errors.Is(err, ErrSchedulerChanged) {

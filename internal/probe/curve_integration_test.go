@@ -96,7 +96,7 @@ func TestIntegrationProbeCurve(t *testing.T) {
 	w := &statWatcher{Engine: eng, t: t, name: l.Name}
 	depths := []int{1, 4, 16}
 	o := Options{Options: probeopt.Options{Candidates: []string{"none", "mq-deadline"}, Duration: 150 * time.Millisecond, Rounds: 2, Depth: 8, Depths: depths}}
-	rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: l.Name, engine: w}, o, func(s string) { t.Log(s) })
+	rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: diskName(t, l.Name), engine: w}, o, func(s string) { t.Log(s) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestIntegrationProbeCurve(t *testing.T) {
 		o := Options{Options: probeopt.Options{Candidates: []string{"none", "mq-deadline"}, Duration: 30 * time.Millisecond, Rounds: 1, Depth: 4,
 			Depths: []int{1, 256, 512}, Engine: EngineIOUring}}
 		var said []string
-		rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, func(s string) { said = append(said, s) })
+		rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: diskName(t, l.Name)}, o, func(s string) { said = append(said, s) })
 		if err != nil {
 			t.Fatal(err)
 		}

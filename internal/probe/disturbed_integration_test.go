@@ -56,7 +56,7 @@ func TestIntegrationForcedProbeMarkedDisturbed(t *testing.T) {
 	state := t.TempDir()
 	runner := &Runner{FS: live, StateDir: state, Locks: testLocks(t), Store: OpenStore(state, nil), Progress: func(s string) { t.Log(s) }}
 	o := Options{Options: probeopt.Options{Duration: 60 * time.Millisecond, Rounds: 1, Depth: 8, Engine: EngineIOUring}, Force: true}
-	rep, err := runner.Probe(context.Background(), l.Name, o, true, 0)
+	rep, err := runner.Probe(context.Background(), diskName(t, l.Name), o, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

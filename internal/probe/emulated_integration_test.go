@@ -33,7 +33,7 @@ func TestIntegrationProbeBurstCreditsRunOut(t *testing.T) {
 	runner := &Runner{FS: live, StateDir: state, Locks: testLocks(t), Store: store, Progress: func(s string) { t.Log(s) }}
 	o := Options{Options: probeopt.Options{Duration: 300 * time.Millisecond, Rounds: 3, Depth: 16, Depths: []int{1, 16},
 		Engine: EngineIOUring, Candidates: []string{"none", "mq-deadline"}}, Apply: true}
-	rep, err := runner.Probe(context.Background(), e.Name, o, true, 0)
+	rep, err := runner.Probe(context.Background(), diskName(t, e.Name), o, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

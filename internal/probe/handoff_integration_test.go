@@ -107,7 +107,7 @@ func TestIntegrationProbeCountsHandoffs(t *testing.T) {
 	for _, engine := range []string{EngineIOUring, EnginePsync} {
 		o := quick()
 		o.Engine = engine
-		rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, nil)
+		rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: diskName(t, l.Name)}, o, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", engine, err)
 		}

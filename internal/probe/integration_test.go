@@ -194,7 +194,7 @@ func TestIntegrationProbe(t *testing.T) {
 			o := quick()
 			o.Engine = engine
 			start := time.Now()
-			rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, func(s string) { t.Log(s) })
+			rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: diskName(t, l.Name)}, o, func(s string) { t.Log(s) })
 			took := time.Since(start)
 			if err != nil {
 				t.Fatal(err)
@@ -239,7 +239,7 @@ func TestIntegrationProbe(t *testing.T) {
 	t.Run("apply keeps the winner", func(t *testing.T) {
 		o := quick()
 		o.Apply = true
-		rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, nil)
+		rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: diskName(t, l.Name)}, o, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +262,7 @@ func TestIntegrationProbe(t *testing.T) {
 		o.Duration = time.Second
 		time.AfterFunc(400*time.Millisecond, cancel)
 		start := time.Now()
-		rep, err := Run(ctx, Target{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, nil)
+		rep, err := Run(ctx, Target{FS: fs, StateDir: state, Locks: locks, Name: diskName(t, l.Name)}, o, nil)
 		if !errors.Is(err, ErrInterrupted) {
 			t.Fatalf("err = %v, want ErrInterrupted", err)
 		}
@@ -359,7 +359,7 @@ func TestIntegrationRefusals(t *testing.T) {
 	state := t.TempDir()
 	locks := testLocks(t)
 	run := func(name string, o Options, devDir string) error {
-		_, err := Run(context.Background(), Target{FS: fs, DevDir: devDir, StateDir: state, Locks: locks, Name: name}, o, nil)
+		_, err := Run(context.Background(), Target{FS: fs, DevDir: devDir, StateDir: state, Locks: locks, Name: diskName(t, name)}, o, nil)
 		return err
 	}
 	expect := func(t *testing.T, err error, words ...string) {

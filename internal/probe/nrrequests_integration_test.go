@@ -50,7 +50,7 @@ func TestIntegrationProbeNrRequests(t *testing.T) {
 	o.Candidates, o.NrRequests = []string{"none", "mq-deadline"}, []int{4, probeopt.NrRequestsDefault, 512}
 	o.Depths = []int{1, 16}
 
-	rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, func(s string) { t.Log(s) })
+	rep, err := Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: diskName(t, l.Name)}, o, func(s string) { t.Log(s) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestIntegrationProbeNrRequests(t *testing.T) {
 	set("nr_requests", "6")
 
 	o.Apply = true
-	rep, err = Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: l.Name}, o, func(s string) { t.Log(s) })
+	rep, err = Run(context.Background(), Target{FS: fs, StateDir: state, Locks: locks, Name: diskName(t, l.Name)}, o, func(s string) { t.Log(s) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,8 @@ import (
 	"github.com/iosched/iosched/internal/tasks"
 )
 
-// Target is the disk to probe, by name, and the trees it is seen through.
+// Target is the disk to probe, by its name (checked where it entered), and
+// the trees it is seen through.
 type Target struct {
 	FS     sysfs.FS
 	DevDir string // default paths.Default.Dev
@@ -29,7 +30,7 @@ type Target struct {
 	// Locks is the machine's lock of disks (disklock.New("") when nil): the
 	// probe holds its disk's for its whole run.
 	Locks *disklock.Locks
-	Name  string
+	Name  sysfs.Name
 	// InFlight, when set, records the probe's writes to the disk while
 	// they run: one the probe stops waiting for (the disk does not
 	// answer) stays listed until the kernel returns it.
@@ -194,7 +195,10 @@ func Run(ctx context.Context, t Target, o Options, progress func(string)) (rep *
 	if t.DevDir == "" {
 		t.DevDir = paths.Default.Dev
 	}
-	name := t.Name
+	name := t.Name.String()
+	if t.Name.IsZero() {
+		return nil, fmt.Errorf("%w: empty", sysfs.ErrInvalidName)
+	}
 	dev, err := t.FS.Device(name)
 	switch {
 	case errors.Is(err, sysfs.ErrNoDevice):

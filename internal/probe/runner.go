@@ -110,7 +110,8 @@ func (r *Runner) Lookup(dev *sysfs.Device, o Options, maxAge time.Duration) (*Re
 // Probe returns the remembered decision for the disk unless fresh, else
 // runs a probe (Run) and remembers its result. With o.Apply a remembered
 // winner is set on the disk too.
-func (r *Runner) Probe(ctx context.Context, name string, o Options, fresh bool, maxAge time.Duration) (*Report, error) {
+func (r *Runner) Probe(ctx context.Context, disk sysfs.Name, o Options, fresh bool, maxAge time.Duration) (*Report, error) {
+	name := disk.String()
 	if !fresh {
 		dev, err := r.FS.Device(name)
 		if err != nil && !errors.Is(err, sysfs.ErrNoDevice) {
@@ -144,7 +145,7 @@ func (r *Runner) Probe(ctx context.Context, name string, o Options, fresh bool, 
 	if n := procsFor(o); n > 0 && r.Procs != nil {
 		defer r.Procs(n)()
 	}
-	rep, err := Run(ctx, Target{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Locks: r.Locks, Name: name, InFlight: r.InFlight}, o, r.Progress)
+	rep, err := Run(ctx, Target{FS: r.FS, DevDir: r.DevDir, StateDir: r.StateDir, Locks: r.Locks, Name: disk, InFlight: r.InFlight}, o, r.Progress)
 	if err != nil {
 		return rep, err
 	}

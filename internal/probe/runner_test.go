@@ -46,7 +46,7 @@ func TestRunnerSeeded(t *testing.T) {
 	r := &Runner{FS: fs, DevDir: filepath.Join(dir, "no-dev"), StateDir: filepath.Join(dir, "state"),
 		Store: OpenStore(filepath.Join(dir, "state"), []string{filepath.Join(dir, "probes.d", "*.json")}),
 		Now:   func() time.Time { return at.Add(time.Hour) }}
-	rep, err := r.Probe(context.Background(), "vda", o, false, 0)
+	rep, err := r.Probe(context.Background(), diskName(t, "vda"), o, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +55,11 @@ func TestRunnerSeeded(t *testing.T) {
 		t.Errorf("seeded: winner %s from %q original %s provenance %q reason %q", rep.Winner, rep.From, rep.Original, rep.Provenance, rep.Reason)
 	}
 	// max_age excludes it: then a probe is tried, and refused here.
-	if _, err := r.Probe(context.Background(), "vda", o, false, time.Minute); err == nil {
+	if _, err := r.Probe(context.Background(), diskName(t, "vda"), o, false, time.Minute); err == nil {
 		t.Error("a result older than max_age was used")
 	}
 	// --fresh probes whatever is remembered.
-	if _, err := r.Probe(context.Background(), "vda", o, true, 0); err == nil {
+	if _, err := r.Probe(context.Background(), diskName(t, "vda"), o, true, 0); err == nil {
 		t.Error("fresh: no probe was tried")
 	}
 	vdb, err := fs.Device("vdb")
@@ -93,7 +93,7 @@ func TestRunnerAsksForProcs(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	o := DefaultOptions()
 	o.Engine, o.Depth, o.Depths = EnginePsync, 8, []int{1, 4}
-	if _, err := r.Probe(context.Background(), "vda", o, true, 0); err == nil {
+	if _, err := r.Probe(context.Background(), diskName(t, "vda"), o, true, 0); err == nil {
 		t.Fatal("a probe without a device node was not refused")
 	}
 	if !slices.Equal(asked, []int{9}) || released != 1 {
@@ -102,7 +102,7 @@ func TestRunnerAsksForProcs(t *testing.T) {
 	// The curve's deepest point, when deeper, is what counts.
 	asked, released = nil, 0
 	o.Depths = []int{1, 16}
-	r.Probe(context.Background(), "vda", o, true, 0)
+	r.Probe(context.Background(), diskName(t, "vda"), o, true, 0)
 	if !slices.Equal(asked, []int{17}) || released != 1 {
 		t.Errorf("psync depth 8, depths 1, 16: asked for %v, released %d times; want [17], once", asked, released)
 	}
@@ -115,7 +115,7 @@ func TestRunnerAsksForProcs(t *testing.T) {
 	}
 	asked = nil
 	o.Engine = EngineIOUring
-	r.Probe(context.Background(), "vda", o, true, 0)
+	r.Probe(context.Background(), diskName(t, "vda"), o, true, 0)
 	if len(asked) != 0 {
 		t.Errorf("io_uring asked for %v goroutines; it reads from one", asked)
 	}
@@ -189,4 +189,14 @@ func TestLookupSetsUpNoEngine(t *testing.T) {
 	if rep, err := r.Lookup(dev, o, 0); rep != nil || err != nil {
 		t.Errorf("lookup in an empty store: %+v, %v; want nothing found", rep, err)
 	}
+}
+
+// diskName is the checked name of a disk a test probes.
+func diskName(t testing.TB, name string) sysfs.Name {
+	t.Helper()
+	n, err := sysfs.ParseName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

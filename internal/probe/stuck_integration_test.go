@@ -35,7 +35,7 @@ func TestIntegrationStuckDisk(t *testing.T) {
 	locks := testLocks(t)
 
 	inFlight := tasks.NewWrites(nil)
-	rep, err := probeStuck(t, g, Target{FS: live, StateDir: state, Locks: locks, Name: l.Name, InFlight: inFlight}, func(s string) {
+	rep, err := probeStuck(t, g, Target{FS: live, StateDir: state, Locks: locks, Name: diskName(t, l.Name), InFlight: inFlight}, func(s string) {
 		if len(s) > 5 && s[:5] == "round" {
 			g.Set(true) // the first candidate is measured: the disk stops answering
 		}
@@ -82,7 +82,7 @@ func TestIntegrationStuckBeforeTheProbe(t *testing.T) {
 	g.Set(true)
 	read := holdARead(t, g, l.Name)
 	inFlight := tasks.NewWrites(nil)
-	rep, err := probeStuck(t, g, Target{FS: live, StateDir: state, Locks: locks, Name: l.Name, InFlight: inFlight}, nil)
+	rep, err := probeStuck(t, g, Target{FS: live, StateDir: state, Locks: locks, Name: diskName(t, l.Name), InFlight: inFlight}, nil)
 	if !errors.Is(err, ErrStuck) || errors.Is(err, ErrRestorePending) {
 		t.Fatalf("err = %v, want the disk found not answering, nothing to restore", err)
 	}
@@ -123,7 +123,7 @@ func TestIntegrationStuckAfterSizing(t *testing.T) {
 
 	var read <-chan error
 	inFlight := tasks.NewWrites(nil)
-	rep, err := probeStuck(t, g, Target{FS: live, StateDir: state, Locks: locks, Name: l.Name, InFlight: inFlight}, func(s string) {
+	rep, err := probeStuck(t, g, Target{FS: live, StateDir: state, Locks: locks, Name: diskName(t, l.Name), InFlight: inFlight}, func(s string) {
 		if strings.HasPrefix(s, "probing ") { // sized; the first switch is next
 			g.Set(true)
 			read = holdARead(t, g, l.Name)
