@@ -144,30 +144,37 @@ type Verdict struct {
 	ByDepth []float64 `json:"by_depth"`
 }
 
-// Query reads the fleet's view from Prometheus: three instant queries at
-// o.At, run at once. An error when a query fails; a Report with no keys when no disk
-// matched.
+// Query reads the fleet's view from Prometheus: four instant queries at
+// o.At, run at once. An error when a query fails; a Report with no keys
+// when no disk matched.
 func Query(ctx context.Context, api v1.API, o Options) (*Report, error) {
 	if err := checkOptions(o); err != nil {
 		return nil, err
 	}
+	return query(ctx, api, o, queriesFor(o))
+}
+
+// query runs q for Query.
+func query(ctx context.Context, api v1.API, o Options, q queries) (*Report, error) {
 	at := o.At
 	if at.IsZero() {
 		at = time.Now()
 	}
-	q := queriesFor(o)
-	// The queries run at once: each is one evaluation on the server, and
-	// the curves' join is the longest.
-	var (
-		wg   sync.WaitGroup
-		vecs [3]model.Vector
-		errs [3]error
-	)
-	for i, qq := range []struct{ what, query string }{
+	// The queries run at once: each is one evaluation on the server, on
+	// one of its threads, and its answer is decoded here on one of ours.
+	todo := []struct{ what, query string }{
 		{"disks by key and machine", q.disks},
 		{"busy time by key and depth", q.busy},
-		{"probe curves by key and machine", q.curves},
-	} {
+	}
+	for _, c := range q.curves {
+		todo = append(todo, struct{ what, query string }{"probe curves by key and machine", c})
+	}
+	var (
+		wg   sync.WaitGroup
+		vecs = make([]model.Vector, len(todo))
+		errs = make([]error, len(todo))
+	)
+	for i, qq := range todo {
 		wg.Go(func() {
 			v, _, _, err := api.Query(ctx, qq.query, at)
 			if err != nil {
@@ -183,10 +190,10 @@ func Query(ctx context.Context, api v1.API, o Options) (*Report, error) {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs[:]...); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return build(vecs[0], vecs[1], vecs[2], o.MinMachines), nil
+	return build(vecs[0], vecs[1], slices.Concat(vecs[2:]...), o.MinMachines), nil
 }
 
 // checkOptions refuses options no query can be made of.
@@ -204,7 +211,10 @@ func checkOptions(o Options) error {
 }
 
 // queries are the PromQL expressions Query runs.
-type queries struct{ disks, busy, curves string }
+type queries struct {
+	disks, busy string
+	curves      []string
+}
 
 // queriesFor builds the queries. The disks of the window are those with
 // an iosched_disk_info series in it (last_over_time), one series a disk
@@ -223,13 +233,22 @@ func queriesFor(o Options) queries {
 			r, info),
 		// The curves are those exported at the window's end: each disk's
 		// decision as it stands. Seeded ones are told apart by source
-		// here, not by a matcher, which costs the server more.
-		curves: fmt.Sprintf(`quantile by (key, instance, scheduler, depth, source) (0.5, iosched_probe_curve_iops * on (instance, disk) group_left (key) %s)`,
-			info),
+		// here, not by a matcher, which costs the server more. Their join
+		// is the longest evaluation and their answer the largest (a
+		// series per key, machine, scheduler, depth and source), so two
+		// queries share them and run at once over disjoint series:
+		// scheduler "none", which nearly every probe measures, and the
+		// others. The quantile is by scheduler, so no result series
+		// needs both.
+		curves: []string{
+			fmt.Sprintf(`quantile by (key, instance, scheduler, depth, source) (0.5, iosched_probe_curve_iops{scheduler="none"} * on (instance, disk) group_left (key) %s)`, info),
+			fmt.Sprintf(`quantile by (key, instance, scheduler, depth, source) (0.5, iosched_probe_curve_iops{scheduler!="none"} * on (instance, disk) group_left (key) %s)`, info),
+		},
 	}
 }
 
-// build makes the report of the three queries' answers.
+// build makes the report of the queries' answers (the curves' answers
+// together).
 func build(disks, busy, curves model.Vector, minMachines int) *Report {
 	keys := map[string]*keyData{}
 	of := func(s *model.Sample) *keyData {

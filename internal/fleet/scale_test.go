@@ -3,8 +3,11 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,22 +94,90 @@ func TestQuery10000Disks(t *testing.T) {
 }
 
 // BenchmarkQuery10000Disks reports how long fleet.Query takes for the
-// 10,000-disk fleet (the server started once, outside the timing), and
-// the CPU time the server spent on it (server-cpu-s/op), which another
-// load on the machine stretches less than the wall time:
+// 10,000-disk fleet (the server started once, outside the timing), the
+// CPU time the server spent on it (server-cpu-s/op), which another load
+// on the machine stretches less than the wall time, and the bytes the
+// server allocated for it (server-alloc-MB/op, from its own
+// go_memstats_alloc_bytes_total), which another load does not change:
 //
 //	go test -run '^$' -bench Query10000 -benchtime 5x ./internal/fleet
 func BenchmarkQuery10000Disks(b *testing.B) {
 	end := time.Date(2026, 12, 1, 11, 59, 0, 0, time.UTC) // both samples in one of promtool's 2-hour blocks
 	srv := scaleServer(b, end)
-	cpu0 := cpuTime(b, srv.PID)
+	cpu0, alloc0 := cpuTime(b, srv.PID), allocBytes(b, srv)
 	for b.Loop() {
 		rep, err := Query(context.Background(), srv.API, Options{Range: time.Hour, At: end, MinMachines: 3})
 		if err != nil || len(rep.Keys) != scaleKeys {
 			b.Fatalf("%v, %v", rep, err)
 		}
 	}
-	b.ReportMetric((cpuTime(b, srv.PID)-cpu0).Seconds()/float64(b.N), "server-cpu-s/op")
+	cpu, alloc := cpuTime(b, srv.PID), allocBytes(b, srv)
+	b.ReportMetric((cpu-cpu0).Seconds()/float64(b.N), "server-cpu-s/op")
+	b.ReportMetric((alloc-alloc0)/1e6/float64(b.N), "server-alloc-MB/op")
+}
+
+// BenchmarkQuery10000DisksSplit compares, on one server and in
+// alternation, so that another load on the machine weighs on both
+// alike, Query's queries with the curves in two queries (split-s/op)
+// and in one (whole-s/op), as they were before:
+//
+//	go test -run '^$' -bench Query10000DisksSplit -benchtime 5x -count 3 ./internal/fleet
+func BenchmarkQuery10000DisksSplit(b *testing.B) {
+	end := time.Date(2026, 12, 1, 11, 59, 0, 0, time.UTC) // both samples in one of promtool's 2-hour blocks
+	srv := scaleServer(b, end)
+	o := Options{Range: time.Hour, At: end, MinMachines: 3}
+	split := queriesFor(o)
+	whole := split
+	whole.curves = []string{strings.Replace(split.curves[0], `{scheduler="none"}`, "", 1)}
+	if len(split.curves) != 2 || whole.curves[0] == split.curves[0] {
+		b.Fatalf("the curves queries are not the two this benchmark knows: %q", split.curves)
+	}
+	var took [2]time.Duration
+	var reports [2]*Report
+	for b.Loop() {
+		for i, q := range []queries{whole, split} {
+			start := time.Now()
+			rep, err := query(context.Background(), srv.API, o, q)
+			took[i] += time.Since(start)
+			if err != nil || len(rep.Keys) != scaleKeys {
+				b.Fatalf("%v, %v", rep, err)
+			}
+			reports[i] = rep
+		}
+	}
+	if !reflect.DeepEqual(reports[0], reports[1]) {
+		b.Fatal("the split queries' report differs from the whole ones'")
+	}
+	b.ReportMetric(took[0].Seconds()/float64(b.N), "whole-s/op")
+	b.ReportMetric(took[1].Seconds()/float64(b.N), "split-s/op")
+	b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "split/whole")
+}
+
+// allocBytes is the bytes the server allocated since it started, as its
+// own metrics say (their scrape allocates a little too, the same each
+// time).
+func allocBytes(tb testing.TB, srv *promtest.Server) float64 {
+	tb.Helper()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(line, "go_memstats_alloc_bytes_total "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				tb.Fatalf("%s/metrics: %q: %v", srv.URL, line, err)
+			}
+			return f
+		}
+	}
+	tb.Fatalf("%s/metrics has no go_memstats_alloc_bytes_total", srv.URL)
+	return 0
 }
 
 // cpuTime is a process's user and system time, from /proc/PID/stat
