@@ -6,7 +6,7 @@
 // weighted by where the fleet's busy time sits.
 //
 // It reads what the daemons wrote (package metrics) and node_exporter's
-// textfile collector exported: iosched_disk_info, the histogram
+// textfile collector exported: iosched_disk_info, the histogram's series
 // iosched_disk_busy_depth_seconds and iosched_probe_curve_iops, joined on
 // (instance, disk). Prometheus does the joins and the aggregation, so the
 // answer for ten thousand disks is a few thousand series.
