@@ -113,6 +113,24 @@ func (d DepthShare) MarshalJSON() ([]byte, error) {
 	}{strconv.FormatFloat(d.Le, 'g', -1, 64), d.Share})
 }
 
+// UnmarshalJSON reads what MarshalJSON writes, so that a report read
+// back from `iosched fleet --json` is the one written.
+func (d *DepthShare) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Le    string  `json:"le"`
+		Share float64 `json:"share"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	le, err := strconv.ParseFloat(v.Le, 64)
+	if err != nil {
+		return fmt.Errorf("depth bucket le %q: want a number or +Inf", v.Le)
+	}
+	d.Le, d.Share = le, v.Share
+	return nil
+}
+
 // Curve is a candidate's curve across the machines that probed it.
 type Curve struct {
 	Scheduler string       `json:"scheduler"`
