@@ -64,6 +64,7 @@ var support = []string{
 	"internal/archtest",
 	"internal/diskemu",
 	"internal/eventually",
+	"internal/fleetit",
 	"internal/looptest",
 	"internal/promtest",
 	"internal/treetest",

@@ -6,7 +6,7 @@
 // weighted by where the fleet's busy time sits.
 //
 // It reads what the daemons wrote (package metrics) and node_exporter's
-// textfile collector exported: iosched_disk_info, the histogram
+// textfile collector exported: iosched_disk_info, the histogram's series
 // iosched_disk_busy_depth_seconds and iosched_probe_curve_iops, joined on
 // (instance, disk). Prometheus does the joins and the aggregation, so the
 // answer for ten thousand disks is a few thousand series.
@@ -111,6 +111,24 @@ func (d DepthShare) MarshalJSON() ([]byte, error) {
 		Le    string  `json:"le"`
 		Share float64 `json:"share"`
 	}{strconv.FormatFloat(d.Le, 'g', -1, 64), d.Share})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, so that a report read
+// back from `iosched fleet --json` is the one written.
+func (d *DepthShare) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Le    string  `json:"le"`
+		Share float64 `json:"share"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	le, err := strconv.ParseFloat(v.Le, 64)
+	if err != nil {
+		return fmt.Errorf("depth bucket le %q: want a number or +Inf", v.Le)
+	}
+	d.Le, d.Share = le, v.Share
+	return nil
 }
 
 // Curve is a candidate's curve across the machines that probed it.

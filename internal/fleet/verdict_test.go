@@ -1,7 +1,10 @@
 package fleet
 
 import (
+	"encoding/json"
 	"math"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/iosched/iosched/internal/probe"
@@ -56,5 +59,33 @@ func TestShares(t *testing.T) {
 	}
 	if got, hours := shares(map[float64]float64{1: 0, math.Inf(1): 0}); got != nil || hours != 0 {
 		t.Errorf("no busy time: %+v, %g", got, hours)
+	}
+}
+
+// TestReportJSONRoundTrip: a report read back from its JSON (`iosched
+// fleet --json`) is the one written, the +Inf bucket included; a bucket
+// bound that is not a number is refused, saying which.
+func TestReportJSONRoundTrip(t *testing.T) {
+	t.Parallel()
+	rep := Report{Keys: []Key{{Key: "virtio/virtio_blk/-/hwq2/qd256/1073741824B/6.1.0", Machines: 2, Disks: 3, BusyHours: 1.5,
+		Depths:   []DepthShare{{Le: 1, Share: 0.25}, {Le: 2, Share: 0.5}, {Le: math.Inf(1), Share: 0.25}},
+		Curves:   []Curve{{Scheduler: "none", Points: []CurvePoint{{Depth: 1, Median: 9000.5, Min: 9000, Max: 9001, Machines: 2}}}},
+		Kernel:   "none",
+		Verdicts: []Verdict{{Scheduler: "mq-deadline", Change: -0.1, Low: -0.2, High: 0, Machines: 2, ByDepth: []float64{-0.1, -0.1, -0.1}}},
+	}}}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(back, rep) {
+		t.Errorf("read back\n%+v\nwrote\n%+v", back, rep)
+	}
+	var d DepthShare
+	if err := json.Unmarshal([]byte(`{"le":"deep","share":1}`), &d); err == nil || !strings.Contains(err.Error(), `"deep"`) {
+		t.Errorf("le \"deep\": %v", err)
 	}
 }

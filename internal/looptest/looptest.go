@@ -46,6 +46,7 @@ import (
 //	contrib/kubernetes (pod test)  42000-42009
 //	contrib/udev (rule test)       42010-42019
 //	conflicts (udevadm oracle)     42100-42149
+//	fleetit (three machines)       43000-43099
 
 // Require fails or skips t unless this is root on a machine with
 // /dev/loop-control. With IOSCHED_INTEGRATION=required (as .ci/run sets) a

@@ -76,10 +76,24 @@ func (r *Recorder) ForgetObserved(disk string) {
 }
 
 // busyFamilies renders the observed disks' series, disks in name order,
-// each histogram's lines in bucket order. Called with r.mu held.
+// each disk's buckets in bucket order. Called with r.mu held.
+//
+// The busy time by depth has a histogram's series (_bucket by le, _sum,
+// _count), each written as a family of its own, untyped, not as a
+// histogram: node_exporter's textfile collector (1.5, Debian 12's) reads
+// a histogram's counts as whole numbers and exports them truncated, which
+// drops up to a second of every bucket, all of a depth a disk spent less
+// than a second at, and makes buckets disagree with the count. An untyped
+// value passes through as written (a counter would too, but promtool's
+// lint refuses a counter named _bucket with an le label); PromQL reads the
+// series by name and le alike either way. Each only grows.
 func (r *Recorder) busyFamilies() []*family {
-	hist := &family{name: "iosched_disk_busy_depth_seconds", kind: "histogram",
-		help: "Busy seconds of an observed disk by the mean requests in flight while busy over each sample (le: at most that depth); _sum is depth times seconds."}
+	buckets := &family{name: "iosched_disk_busy_depth_seconds_bucket", kind: "untyped", ordered: true,
+		help: "Busy seconds of an observed disk by the mean requests in flight while busy over each sample, cumulative: le is at most that depth, +Inf every busy second (a histogram's buckets)."}
+	sum := &family{name: "iosched_disk_busy_depth_seconds_sum", kind: "untyped",
+		help: "Busy seconds of an observed disk times the depth they were at, summed: the seconds requests spent in flight while observed."}
+	count := &family{name: "iosched_disk_busy_depth_seconds_count", kind: "untyped",
+		help: "Busy seconds of an observed disk, at any depth (the +Inf bucket)."}
 	ios := &family{name: "iosched_disk_observed_ios_total", kind: "counter",
 		help: "Reads and writes an observed disk completed while the daemon sampled it, by op."}
 	info := &family{name: "iosched_disk_info", kind: "gauge",
@@ -99,15 +113,14 @@ func (r *Recorder) busyFamilies() []*family {
 			continue // not a histogram: SetBusyDepths' caller's mistake
 		}
 		for i, le := range b.Bounds {
-			hist.samples = append(hist.samples, sample{suffix: "_bucket", labels: []string{"disk", d, "le", formatFloat(le)}, value: b.Cumulative[i]})
+			buckets.add(b.Cumulative[i], "disk", d, "le", formatFloat(le))
 		}
 		total := b.Cumulative[len(b.Bounds)]
-		hist.samples = append(hist.samples,
-			sample{suffix: "_bucket", labels: []string{"disk", d, "le", "+Inf"}, value: total},
-			sample{suffix: "_sum", labels: []string{"disk", d}, value: b.Sum},
-			sample{suffix: "_count", labels: []string{"disk", d}, value: total})
+		buckets.add(total, "disk", d, "le", "+Inf")
+		sum.add(b.Sum, "disk", d)
+		count.add(total, "disk", d)
 		ios.add(float64(b.Reads), "disk", d, "op", "read")
 		ios.add(float64(b.Writes), "disk", d, "op", "write")
 	}
-	return []*family{info, hist, ios}
+	return []*family{info, buckets, sum, count, ios}
 }

@@ -14,14 +14,15 @@ import (
 
 var testBounds = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
 
-// An observed disk's busy time comes out as a histogram per disk (buckets
-// cumulative, +Inf equal to the count), its I/Os as counters; a
-// forgotten disk's series leave the file.
+// An observed disk's busy time comes out as a histogram's series per disk
+// (buckets cumulative, +Inf equal to the count), each untyped, so that
+// node_exporter passes fractions of a second through; its I/Os as
+// counters; a forgotten disk's series leave the file.
 func TestBusyDepthsExposition(t *testing.T) {
 	t.Parallel()
 	r := New(Options{})
 	r.SetBusyDepths("vda", BusyDepths{Bounds: testBounds,
-		Cumulative: []float64{5, 5, 5, 5, 5, 15, 15, 15, 15, 17}, Sum: 1259, Reads: 5600, Writes: 1000})
+		Cumulative: []float64{0.25, 0.25, 5, 5, 5, 15.5, 15.5, 15.5, 15.5, 17.75}, Sum: 1259.5, Reads: 5600, Writes: 1000})
 	r.SetBusyDepths("vdb", BusyDepths{Bounds: testBounds, Cumulative: make([]float64, 10)})
 	r.SetBusyDepths("vdc", BusyDepths{Bounds: testBounds, Cumulative: make([]float64, 10), Reads: 1})
 	r.SetDiskInfo("vdc", DiskInfo{Key: "k2", Class: "virtio"})
@@ -29,31 +30,30 @@ func TestBusyDepthsExposition(t *testing.T) {
 	r.ForgetObserved("vdc")
 	out := r.exposition()
 	fams := parse(t, out)
-	f := fams["iosched_disk_busy_depth_seconds"]
-	if f == nil || len(f.GetMetric()) != 2 {
-		t.Fatalf("busy depth family: %v", f)
-	}
-	for _, m := range f.GetMetric() {
-		disk := m.GetLabel()[0].GetValue()
-		h := m.GetHistogram()
-		switch disk {
-		case "vda":
-			if h.GetSampleCount() != 17 || h.GetSampleSum() != 1259 {
-				t.Errorf("vda: count %d sum %v", h.GetSampleCount(), h.GetSampleSum())
-			}
-			want := map[float64]uint64{1: 5, 16: 5, 32: 15, 256: 15}
-			for _, b := range h.GetBucket() {
-				if w, ok := want[b.GetUpperBound()]; ok && b.GetCumulativeCount() != w {
-					t.Errorf("vda le=%v: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), w)
-				}
-			}
-		case "vdb":
-			if h.GetSampleCount() != 0 {
-				t.Errorf("vdb: count %d", h.GetSampleCount())
-			}
-		default:
-			t.Errorf("a series of disk %q", disk)
+	for _, name := range []string{"iosched_disk_busy_depth_seconds_bucket", "iosched_disk_busy_depth_seconds_sum", "iosched_disk_busy_depth_seconds_count"} {
+		if f := fams[name]; f == nil || f.GetType().String() != "UNTYPED" {
+			t.Errorf("%s: %v, want an untyped family", name, f)
 		}
+	}
+	for le, want := range map[string]float64{"1": 0.25, "4": 5, "32": 15.5, "256": 15.5, "+Inf": 17.75} {
+		if v, ok := value(fams, "iosched_disk_busy_depth_seconds_bucket", map[string]string{"disk": "vda", "le": le}); !ok || v != want {
+			t.Errorf("vda le=%s: %v, %v; want %v", le, v, ok, want)
+		}
+	}
+	if v, ok := value(fams, "iosched_disk_busy_depth_seconds_count", map[string]string{"disk": "vda"}); !ok || v != 17.75 {
+		t.Errorf("vda count: %v, %v", v, ok)
+	}
+	if v, ok := value(fams, "iosched_disk_busy_depth_seconds_sum", map[string]string{"disk": "vda"}); !ok || v != 1259.5 {
+		t.Errorf("vda sum: %v, %v", v, ok)
+	}
+	if v, ok := value(fams, "iosched_disk_busy_depth_seconds_count", map[string]string{"disk": "vdb"}); !ok || v != 0 {
+		t.Errorf("vdb count: %v, %v", v, ok)
+	}
+	// A disk's buckets are written in bucket order.
+	first := strings.Index(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",le="1"}`)
+	inf := strings.Index(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",le="256"}`)
+	if first < 0 || inf < first {
+		t.Errorf("vda's buckets out of order:\n%s", out)
 	}
 	if v, ok := value(fams, "iosched_disk_observed_ios_total", map[string]string{"disk": "vda", "op": "write"}); !ok || v != 1000 {
 		t.Errorf("vda writes = %v, %v", v, ok)
@@ -66,8 +66,8 @@ func TestBusyDepthsExposition(t *testing.T) {
 		t.Errorf("vda's info = %v, %v", v, ok)
 	}
 	// A +Inf bucket is written as such.
-	if !strings.Contains(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",le="+Inf"} 17`) {
-		t.Errorf("no +Inf bucket of 17 for vda:\n%s", out)
+	if !strings.Contains(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",le="+Inf"} 17.75`) {
+		t.Errorf("no +Inf bucket of 17.75 for vda:\n%s", out)
 	}
 }
 

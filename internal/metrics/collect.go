@@ -58,6 +58,9 @@ type sample struct {
 type family struct {
 	name, help, kind string
 	samples          []sample
+	// ordered: the samples are written in the order added (a disk's
+	// buckets in bucket order), not sorted by label values.
+	ordered bool
 }
 
 func (f *family) add(v float64, labels ...string) {
@@ -166,7 +169,7 @@ func (r *Recorder) exposition() []byte {
 		if len(f.samples) == 0 {
 			continue // as a registry leaves out a family with no sample
 		}
-		if f.kind != "histogram" { // a histogram's lines are in bucket order
+		if f.kind != "histogram" && !f.ordered { // a histogram's lines are in bucket order
 			slices.SortFunc(f.samples, func(a, b sample) int { return slices.Compare(a.labels, b.labels) })
 		}
 		b.WriteString("# HELP " + f.name + " " + escapeHelp(f.help) + "\n")

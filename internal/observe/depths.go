@@ -69,7 +69,12 @@ func (d *Depths) Add(a, b Sample) error {
 	// Between checked that no counter went back.
 	d.Reads += b.ReadIOs - a.ReadIOs
 	d.Writes += b.WriteIOs - a.WriteIOs
-	busy := p.Busy * p.Elapsed.Seconds()
+	// The busy seconds are the kernel's io_ticks, not Busy times the
+	// elapsed time: Busy is capped at 1, and the kernel's rounding can
+	// put an interval's io_ticks past it, which the next one gives back.
+	// So the totals add up to io_ticks' own.
+	io, _ := TicksBetween(a.IOTicks, b.IOTicks)
+	busy := float64(io) / 1000
 	if busy == 0 || math.IsNaN(p.BusyDepth) {
 		return nil
 	}

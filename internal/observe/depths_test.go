@@ -2,6 +2,7 @@ package observe
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -115,5 +116,41 @@ func TestObserver(t *testing.T) {
 	}
 	if d := o.Depths(); d.Reads != 23 {
 		t.Errorf("a failed step changed the totals: %+v", d)
+	}
+}
+
+// TestDepthsBusyPastElapsed: an interval whose io_ticks went past its
+// elapsed time (the kernel rounds busy time to its ticks) keeps its depth,
+// time in flight over busy time, and its busy seconds, so the totals over
+// intervals are io_ticks' and time_in_queue's own, as a reader of the
+// stat file computes them over the whole span.
+func TestDepthsBusyPastElapsed(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1000, 0)
+	a := Sample{At: t0, Stat: Stat{ReadIOs: 0}}
+	// 1 s elapsed, 1010 ms busy (within the rounding Between allows),
+	// 2020 ms in flight: depth 2, not 2.02.
+	b := Sample{At: t0.Add(time.Second), Stat: Stat{ReadIOs: 100, IOTicks: 1010, TimeInQueue: 2020}}
+	// The next 1 s gives the 10 ms back: 990 ms busy at depth 4.
+	c := Sample{At: t0.Add(2 * time.Second), Stat: Stat{ReadIOs: 200, IOTicks: 2000, TimeInQueue: 2020 + 3960}}
+	p, err := Between(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Busy != 1 || p.BusyDepth != 2 {
+		t.Errorf("Busy %v BusyDepth %v, want 1 and 2", p.Busy, p.BusyDepth)
+	}
+	var d Depths
+	if err := d.Add(a, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Add(b, c); err != nil {
+		t.Fatal(err)
+	}
+	if d.Busy[1] != 1.01 || d.Busy[2] != 0.99 || d.Count() != 2 {
+		t.Errorf("Busy = %v (count %v), want 1.01 s at depth (1,2], 0.99 s at (2,4], 2 s in all", d.Busy, d.Count())
+	}
+	if want := (2020.0 + 3960) / 1000; math.Abs(d.Sum-want) > 1e-9 {
+		t.Errorf("Sum %v, want the time in flight, %v", d.Sum, want)
 	}
 }

@@ -30,7 +30,7 @@ type Point struct {
 	// (time_in_queue over elapsed time, by Little's law).
 	QueueDepth float64
 	// BusyDepth is the mean requests in flight while the disk was busy
-	// (QueueDepth / Busy): the depth the disk's curve is read at. 0 when
+	// (time_in_queue over io_ticks): the depth the disk's curve is read at. 0 when
 	// the disk was never busy.
 	BusyDepth float64
 }
@@ -111,8 +111,11 @@ func Between(a, b Sample) (Point, error) {
 	}
 	p.Busy = min(float64(io)/ms, 1)
 	p.QueueDepth = float64(queue) / ms
-	if p.Busy > 0 {
-		p.BusyDepth = p.QueueDepth / p.Busy
+	// The depth while busy is time in flight over busy time, both the
+	// kernel's: dividing by the capped Busy would read a busy time past
+	// the elapsed one (the kernel's rounding) as a deeper queue.
+	if io > 0 {
+		p.BusyDepth = float64(queue) / float64(io)
 	}
 	return p, nil
 }

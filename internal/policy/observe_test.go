@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/sysfs"
 )
 
@@ -101,5 +102,35 @@ observ = "5s"
 		if !found {
 			t.Errorf("missing error %q in:\n%s", w, err)
 		}
+	}
+}
+
+// TestObserveNeedsIdentity: a disk read for a policy whose only rule
+// observes (matching by name, setting nothing) has the hardware key a
+// probe gives it, read with every fact: the metrics' key must be the one
+// probe results are remembered under, or the fleet cannot join them.
+func TestObserveNeedsIdentity(t *testing.T) {
+	t.Parallel()
+	p, err := Parse(File{Name: "p.toml", Data: []byte("[[rule]]\nname = \"watch\"\nmatch.name = \"nvme0n1\"\nobserve = \"5s\"\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := sysfs.NewFS("../../testdata/sysfs/cloud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := fs.DeviceFacts("nvme0n1", p.Needs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := fs.Device("nvme0n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := probe.KeyOf(fs, part), probe.KeyOf(fs, full); got != want || want.Model == "" || want.SizeBytes == 0 || want.HWQueues < 1 {
+		t.Errorf("key read with Needs() = %v, with every fact %v", got, want)
+	}
+	if part.Rotational == nil {
+		t.Error("rotational not read with Needs()")
 	}
 }

@@ -192,6 +192,12 @@ func (p *Policy) Needs() sysfs.Facts {
 		for _, s := range r.settings {
 			f |= sysfs.Attr(s.Attribute).Facts()
 		}
+		if r.observe > 0 {
+			// The metrics name an observed disk's hardware key, which
+			// the fleet joins with probe results of the same key: it
+			// must be read as a probe reads it.
+			f |= identityFacts
+		}
 		if r.probe != nil {
 			// A probe's decision is planned as a setting: the
 			// scheduler, and nr_requests when the probe measures it.
@@ -203,6 +209,10 @@ func (p *Policy) Needs() sysfs.Facts {
 	}
 	return f
 }
+
+// identityFacts are what a disk's hardware key (probe.KeyOf) and its
+// rotational flag are read from.
+const identityFacts = sysfs.FactIdentity | sysfs.FactSize | sysfs.FactHWQueues | sysfs.FactRotational
 
 // UsesNoWait reports whether any rule tests a key that opens the disk's
 // node (nowait), which costs more than the rest of a pass.

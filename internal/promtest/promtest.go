@@ -1,6 +1,10 @@
 // Package promtest reads a metrics file in the Prometheus text format as
 // node_exporter's textfile collector does, for tests: parsed with the
-// Prometheus libraries, so a file they would refuse fails the test.
+// Prometheus libraries, so a file they would refuse fails the test. It
+// also starts the real programs, Debian's, for a test's life: a Prometheus
+// server (StartServer), loaded with a synthetic fleet (OpenMetrics) or
+// scraping targets (ScrapeConfig), and node_exporters reading a directory
+// (StartNodeExporter).
 package promtest
 
 import (
@@ -24,7 +28,8 @@ func Parse(t testing.TB, b []byte) map[string]*dto.MetricFamily {
 }
 
 // Value finds the sample of family name whose labels include want (a
-// histogram's sample count for a histogram); ok false when there is none.
+// histogram's sample count for a histogram, fractional when written so);
+// ok false when there is none.
 func Value(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
 	f := fams[name]
 	if f == nil {
@@ -46,6 +51,10 @@ next:
 			return m.Counter.GetValue(), true
 		case m.Gauge != nil:
 			return m.Gauge.GetValue(), true
+		case m.Untyped != nil:
+			return m.Untyped.GetValue(), true
+		case m.Histogram != nil && m.Histogram.SampleCountFloat != nil:
+			return m.Histogram.GetSampleCountFloat(), true
 		case m.Histogram != nil:
 			return float64(m.Histogram.GetSampleCount()), true
 		}

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -123,25 +122,14 @@ func start(t testing.TB, cfgPath, data string) (*Server, error) {
 		"--log.level=warn",
 	)
 	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	c, err := startChild(cmd)
+	if err != nil {
 		return nil, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
 	}
 	url := "http://" + addr
 	client, err := api.NewClient(api.Config{Address: url})
 	if err != nil {
-		stop()
+		c.stop()
 		return nil, err
 	}
 	s := &Server{URL: url, API: v1.NewAPI(client), Dir: data, PID: cmd.Process.Pid}
@@ -150,8 +138,9 @@ func start(t testing.TB, cfgPath, data string) (*Server, error) {
 	// exiting.
 	for {
 		select {
-		case err := <-exited:
-			return nil, fmt.Errorf("prometheus on %s exited: %v\n%s", addr, err, lastBytes(log.Bytes(), 4096))
+		case <-c.exited:
+			c.stop()
+			return nil, fmt.Errorf("prometheus on %s exited: %v\n%s", addr, c.err, lastBytes(log.Bytes(), 4096))
 		default:
 		}
 		// The server answering must be this one, not another that took
@@ -163,7 +152,7 @@ func start(t testing.TB, cfgPath, data string) (*Server, error) {
 		}
 		cancel()
 		if err == nil && flags["storage.tsdb.path"] == data {
-			t.Cleanup(stop)
+			t.Cleanup(c.stop)
 			return s, nil
 		}
 		time.Sleep(50 * time.Millisecond)
