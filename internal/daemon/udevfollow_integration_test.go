@@ -24,8 +24,9 @@ import (
 
 // This test's loop numbers (internal/looptest): 5900-5999, in blocks of 25:
 // 20 loops the policy and the udev rule both match, and a control loop only
-// the rule matches, to show what udevd does with no daemon in its way. The
-// test takes the first block with no device in it: a loop left in the
+// the rule matches, to show what udevd does with no daemon in its way; the
+// number after the control is where udevdRuleScheduler reads what loops
+// offer, before udevd starts. The test takes the first block with no device in it: a loop left in the
 // kernel by an earlier run must not fail the test, nor be written by it:
 // two scheduler switches at once on one loop can oops the kernel and leave
 // the loop impossible to remove (contrib/bench/README.md, "Two scheduler
@@ -45,7 +46,7 @@ func udevdNumbers(t *testing.T) (loops []int, control int) {
 	t.Helper()
 blocks:
 	for first := udevdRangeFirst; first+udevdLoops < udevdRangeEnd; first += udevdBlock {
-		for n := first; n <= first+udevdLoops; n++ {
+		for n := first; n <= first+udevdLoops+1; n++ {
 			if _, err := os.Stat("/sys/block/" + looptest.Name(n)); !errors.Is(err, os.ErrNotExist) {
 				continue blocks
 			}
@@ -55,13 +56,38 @@ blocks:
 		}
 		return loops, first + udevdLoops
 	}
-	t.Fatalf("no block of %d free loop numbers in %d-%d", udevdLoops+1, udevdRangeFirst, udevdRangeEnd-1)
+	t.Fatalf("no block of %d free loop numbers in %d-%d", udevdLoops+2, udevdRangeFirst, udevdRangeEnd-1)
 	return nil, 0
 }
 
-// udevdSetup is the rule (every loop of the block, control included) and
-// the policy (the block's loops but not the control) for those numbers.
-func udevdSetup(loops []int, control int) (rule, pol string) {
+// udevdRuleScheduler is the scheduler the udev rule writes: one the loops
+// offer other than the policy's mq-deadline (bfq where the kernel has it),
+// read from loop n, created and removed again before udevd starts.
+func udevdRuleScheduler(t *testing.T, n int) string {
+	t.Helper()
+	l := looptest.Add(t, n)
+	fs, err := sysfs.NewFS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, offered, err := fs.ReadScheduler(l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Remove(t)
+	for _, s := range []string{"bfq", "kyber", "none"} {
+		if slices.Contains(offered, s) && slices.Contains(offered, "mq-deadline") {
+			return s
+		}
+	}
+	t.Fatalf("loops offer %v: no scheduler besides the policy's mq-deadline for the udev rule to write over it", offered)
+	return ""
+}
+
+// udevdSetup is the rule (every loop of the block, control included,
+// writing sched) and the policy (the block's loops but not the control)
+// for those numbers.
+func udevdSetup(loops []int, control int, sched string) (rule, pol string) {
 	var kernel, names []string
 	for _, n := range append(slices.Clone(loops), control) {
 		kernel = append(kernel, looptest.Name(n))
@@ -69,7 +95,7 @@ func udevdSetup(loops []int, control int) (rule, pol string) {
 	for _, n := range loops {
 		names = append(names, strconv.Quote(looptest.Name(n)))
 	}
-	rule = `ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="` + strings.Join(kernel, "|") + `", ATTR{queue/scheduler}="bfq"`
+	rule = `ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="` + strings.Join(kernel, "|") + `", ATTR{queue/scheduler}="` + sched + `"`
 	pol = `
 [[rule]]
 name = "udevd test loops"
@@ -85,7 +111,8 @@ reconcile_interval = "0"
 }
 
 // TestIntegrationUdevdRuleDoesNotWin runs a real systemd-udevd, privately,
-// with one rule that sets bfq on a block of 21 loops, and the daemon (kernel
+// with one rule that sets bfq (or, on a kernel without it, another
+// scheduler the loops offer) on a block of 21 loops, and the daemon (kernel
 // uevents, no reconcile) with mq-deadline for 20 of them. Each of the 20
 // hot-plugged loops must show mq-deadline within 3 s of its creation and
 // keep it; the same after a change event (udevadm trigger), which runs the
@@ -93,7 +120,8 @@ reconcile_interval = "0"
 func TestIntegrationUdevdRuleDoesNotWin(t *testing.T) {
 	requireLoops(t)
 	loops, control := udevdNumbers(t)
-	rule, pol := udevdSetup(loops, control)
+	sched := udevdRuleScheduler(t, control+1)
+	rule, pol := udevdSetup(loops, control, sched)
 	udevd := startPrivateUdevd(t, rule)
 
 	// The daemon names the rule from its own copy of the rules tree.
@@ -129,14 +157,14 @@ func TestIntegrationUdevdRuleDoesNotWin(t *testing.T) {
 	udevd.settle(t)
 	time.Sleep(udevdTarget) // the last loop's 3 s, and then some holding
 	w.check(t, names, created, "hot-plug")
-	if got := w.now(looptest.Name(control)); got != "bfq" {
+	if got := w.now(looptest.Name(control)); got != sched {
 		t.Fatalf("the control loop (the rule, no policy) has %q: udevd did not run the rule", got)
 	}
 	overrides := func() int {
-		return len(r.log.Lines(`msg="a udev rule overrode the policy; put back"`, "from=bfq", "to=mq-deadline",
+		return len(r.log.Lines(`msg="a udev rule overrode the policy; put back"`, "from="+sched, "to=mq-deadline",
 			"udev_rule=/etc/udev/rules.d/99-iosched-test.rules:1"))
 	}
-	t.Logf("hot-plug: %d of %d loops had bfq from udevd put back", overrides(), udevdLoops)
+	t.Logf("hot-plug: %d of %d loops had %s from udevd put back", overrides(), udevdLoops, sched)
 
 	// A change event runs the rule again on every loop.
 	before := overrides()
@@ -154,9 +182,9 @@ func TestIntegrationUdevdRuleDoesNotWin(t *testing.T) {
 	}
 	w.check(t, names, changed, "change")
 	after := overrides() - before
-	t.Logf("change: %d of %d loops had bfq from udevd put back", after, udevdLoops)
+	t.Logf("change: %d of %d loops had %s from udevd put back", after, udevdLoops, sched)
 	if overrides() == 0 {
-		t.Errorf("no override logged: udevd never wrote bfq over the policy, so this test did not test it")
+		t.Errorf("no override logged: udevd never wrote %s over the policy, so this test did not test it", sched)
 	}
 	if lines := r.log.Lines("level=ERROR"); len(lines) > 0 {
 		t.Errorf("errors logged: %q", lines)

@@ -17,12 +17,14 @@ import (
 
 // TestIntegrationSchedulerChangedUnderTheProbe: someone else switches the
 // disk's scheduler while it is probed (an admin's echo bfq >
-// queue/scheduler), during a measurement, between two, or after the last.
+// queue/scheduler, or another scheduler the disk offers that is not a
+// candidate), during a measurement, between two, or after the last.
 // The probe must end with ErrSchedulerChanged and no result (figures
-// measured under bfq are not a candidate's), leave the other's scheduler
-// on the disk (not "restore" the original over it), drop its originals
-// record and free the disk's lock. (Before, the figures were labelled with
-// the candidate's name and bfq was reverted at the end.)
+// measured under the admin's scheduler are not a candidate's), leave the
+// other's scheduler on the disk (not "restore" the original over it), drop
+// its originals record and free the disk's lock. (Before, the figures were
+// labelled with the candidate's name and the admin's scheduler was
+// reverted at the end.)
 func TestIntegrationSchedulerChangedUnderTheProbe(t *testing.T) {
 	looptest.Require(t)
 	live := liveFS(t)
@@ -42,18 +44,7 @@ func TestIntegrationSchedulerChangedUnderTheProbe(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := looptest.Add(t, 7340+i)
 			l.Bind(t, 64<<20)
-			orig := startFrom(t, live, l.Name)["scheduler"]
-			_, offered, err := live.ReadScheduler(l.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			admin := "bfq"
-			if orig == "bfq" {
-				admin = "kyber"
-			}
-			if !slices.Contains(offered, admin) {
-				t.Fatalf("%s does not offer %s (%v): no third scheduler for the admin to set", l.Name, admin, offered)
-			}
+			orig, admin := startAndAdmin(t, live, l.Name)
 			set := func() {
 				if err := live.WriteQueueAttr(l.Name, "scheduler", admin); err != nil {
 					t.Error(err)
@@ -114,6 +105,50 @@ func TestIntegrationSchedulerChangedUnderTheProbe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startAndAdmin sets the disk's start scheduler and returns it with the
+// one the admin sets during the probe: offered, not the start, and not one
+// of the probe's candidates (figures measured under a candidate could pass
+// for its own). The start is a non-candidate (startFrom) when the disk
+// offers two; when it offers one, the start is a candidate so that the
+// one is left for the admin. A disk that offers no non-candidate fails
+// the test: it cannot tell the admin's change from the probe's switches.
+func startAndAdmin(t *testing.T, fs sysfs.FS, name string) (start, admin string) {
+	t.Helper()
+	_, offered, err := fs.ReadScheduler(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands := probeopt.Default().Candidates
+	var others, offeredCands []string
+	for _, s := range offered {
+		if slices.Contains(cands, s) {
+			offeredCands = append(offeredCands, s)
+		} else {
+			others = append(others, s)
+		}
+	}
+	switch {
+	case len(others) >= 2:
+		start = startFrom(t, fs, name)["scheduler"]
+		for _, s := range others {
+			if s != start {
+				return start, s
+			}
+		}
+		t.Fatalf("%s: startFrom set %s, and no other non-candidate of %v is left for the admin", name, start, others)
+	case len(others) == 1 && len(offeredCands) > 0:
+		// The last candidate: the probe's first switch, to the first,
+		// changes the scheduler, which the "during" case waits for.
+		start = offeredCands[len(offeredCands)-1]
+		if err := fs.WriteQueueAttr(name, "scheduler", start); err != nil {
+			t.Fatal(err)
+		}
+		return start, others[0]
+	}
+	t.Fatalf("%s offers %v, and the probe's candidates are %v: no scheduler outside the candidates for the admin to set, so the test cannot tell the admin's change from the probe's own switches", name, offered, cands)
+	return "", ""
 }
 
 // readsInFlight is the disk's reads in flight now (its inflight file).
