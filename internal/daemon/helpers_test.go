@@ -69,10 +69,12 @@ type running struct {
 	// the log.
 	writes   applytest.Recorder
 	restores applytest.Recorder
-	// passes and adaptGaps count the passes started and the adaptive
-	// samples not taken (hooks.passStarted, hooks.adaptGap).
+	// passes and adaptGaps count the passes ended and the adaptive
+	// samples not taken (hooks.passDone, hooks.adaptGap).
 	passes    atomic.Int64
 	adaptGaps atomic.Int64
+	passMu    sync.Mutex
+	passesOf  map[string]int64 // passes ended, by disk
 }
 
 // start runs a daemon with policyText until the test ends, and returns
@@ -103,7 +105,15 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 	}
 	cfg.hooks.passTarget = r.writes.Wrap
 	cfg.hooks.restoreTarget = r.restores.Wrap
-	cfg.hooks.passStarted = func(string) { r.passes.Add(1) }
+	cfg.hooks.passDone = func(name string) {
+		r.passMu.Lock()
+		if r.passesOf == nil {
+			r.passesOf = map[string]int64{}
+		}
+		r.passesOf[name]++
+		r.passMu.Unlock()
+		r.passes.Add(1)
+	}
 	cfg.hooks.adaptGap = func(string) { r.adaptGaps.Add(1) }
 	for _, m := range modify {
 		m(&cfg)
@@ -336,4 +346,23 @@ func (r *running) waitNewDiskNotDrift(t testing.TB, name string, replaced time.T
 	if d := applytest.Diff(r.writes.Of(name, ""), append(want, want...)); d != "" {
 		t.Errorf("the old disk's writes, then the new one's: %s", d)
 	}
+}
+
+// waitPasses waits until the daemon has ended n passes in all.
+func (r *running) waitPasses(t testing.TB, n int64) {
+	t.Helper()
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d passes", n), func() bool { return r.passes.Load() >= n })
+}
+
+// passCount is how many passes over name have ended.
+func (r *running) passCount(name string) int64 {
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	return r.passesOf[name]
+}
+
+// waitPassesOf waits until n passes over name have ended in all.
+func (r *running) waitPassesOf(t testing.TB, name string, n int64) {
+	t.Helper()
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d passes over %s", n, name), func() bool { return r.passCount(name) >= n })
 }
