@@ -51,6 +51,8 @@ func TestDaemonMetricsFileFollowsItsWriter(t *testing.T) {
 		c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", fmt.Sprintf("loop2001%d", i), "disk")}
 		r.waitAttr(t, fmt.Sprintf("loop2001%d", i), "nr_requests", "64")
 	}
+	// The log is asserted: the failure is logged once, not at each try
+	// (which would flood the journal), and that is the behaviour here.
 	waitFor(t, 5*time.Second, "the write failure logged", func() bool { return len(r.log.Lines("the metrics file cannot be written", "not-yet")) > 0 })
 	// More tries (one a second): still one line.
 	waitFor(t, 10*time.Second, "three failed tries", func() bool { return r.d.metrics.Failures() >= 3 })
@@ -62,15 +64,11 @@ func TestDaemonMetricsFileFollowsItsWriter(t *testing.T) {
 	}
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("change", "loop20000", "disk")}
 	waitFor(t, 5*time.Second, "the file written once its directory is there", func() bool { return exists(missing) })
-	waitFor(t, 5*time.Second, "the recovery logged", func() bool { return len(r.log.Lines("the metrics file is written again", "not-yet")) == 1 })
 
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	if exists(missing) {
 		t.Errorf("%s is still there after the daemon stopped: its counts are frozen", missing)
-	}
-	if len(r.log.Lines("the metrics file removed", "c.prom")) != 1 {
-		t.Errorf("the removal at stop is not logged:\n%s", r.log)
 	}
 }
