@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/iosched/iosched/internal/adapt"
-	"github.com/iosched/iosched/internal/applytest"
 	"github.com/iosched/iosched/internal/adapt/adaptopt"
+	"github.com/iosched/iosched/internal/applytest"
 	"github.com/iosched/iosched/internal/observe"
 	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/statefile"

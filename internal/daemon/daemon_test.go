@@ -199,7 +199,17 @@ type notifySocket struct {
 	msgs chan string
 }
 
+// listenNotify makes the process's NOTIFY_SOCKET one the test reads.
 func listenNotify(t *testing.T) *notifySocket {
+	t.Helper()
+	n := newNotifySocket(t)
+	t.Setenv("NOTIFY_SOCKET", n.path)
+	return n
+}
+
+// newNotifySocket is a socket as systemd's NOTIFY_SOCKET, for a child
+// process's environment.
+func newNotifySocket(t *testing.T) *notifySocket {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "notify")
 	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
@@ -218,7 +228,6 @@ func listenNotify(t *testing.T) *notifySocket {
 			n.msgs <- string(buf[:k])
 		}
 	}()
-	t.Setenv("NOTIFY_SOCKET", sock)
 	return n
 }
 

@@ -75,6 +75,7 @@ type running struct {
 	adaptGaps atomic.Int64
 	passMu    sync.Mutex
 	passesOf  map[string]int64 // passes ended, by disk
+	probesRun map[string]int   // probes that started measuring, by disk
 }
 
 // start runs a daemon with policyText until the test ends, and returns
@@ -115,6 +116,16 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 		r.passes.Add(1)
 	}
 	cfg.hooks.adaptGap = func(string) { r.adaptGaps.Add(1) }
+	cfg.hooks.probeStep = func(name, step string) {
+		if step == "measuring" {
+			r.passMu.Lock()
+			if r.probesRun == nil {
+				r.probesRun = map[string]int{}
+			}
+			r.probesRun[name]++
+			r.passMu.Unlock()
+		}
+	}
 	for _, m := range modify {
 		m(&cfg)
 	}
@@ -365,4 +376,12 @@ func (r *running) passCount(name string) int64 {
 func (r *running) waitPassesOf(t testing.TB, name string, n int64) {
 	t.Helper()
 	waitFor(t, 5*time.Second, fmt.Sprintf("%d passes over %s", n, name), func() bool { return r.passCount(name) >= n })
+}
+
+// probes is how many probes of name have started measuring (a test that
+// sets hooks.probeStep counts its own).
+func (r *running) probes(name string) int {
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	return r.probesRun[name]
 }
