@@ -335,6 +335,7 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 // budget: the third switched, and each start wrote the probe's winner
 // back first.
 func TestAdaptLimitsOutliveTheDaemon(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000")
 	load := startFakeLoad(t, fs, "loop20000", 1000)
 	seeds := seedCrossing(t, fs, "loop20000", crossingFigures())

@@ -614,6 +614,7 @@ func (b *blockedWrites) WriteQueueAttr(name, attr, value string) error {
 // the next daemon and its lock held (no probe may switch the queue the
 // write waits on). Before, the stop waited as long as the write did.
 func TestRestoreAtStopDoesNotWaitForAFrozenQueue(t *testing.T) {
+	t.Parallel()
 	bw := &blockedWrites{disk: "loop20000", release: make(chan struct{}), blocked: make(chan struct{})}
 	unblock := sync.OnceFunc(func() { close(bw.release) })
 	t.Cleanup(unblock)

@@ -185,6 +185,7 @@ func TestPersistenceFailureInStatus(t *testing.T) {
 // on the loop: a FIFO in the policy's place stopped everything, SIGTERM
 // included, until someone wrote to it.
 func TestSlowPolicyLoadDoesNotBlockTheLoop(t *testing.T) {
+	t.Parallel()
 	var slow atomic.Bool
 	release := make(chan struct{})
 	defer close(release)
@@ -272,6 +273,7 @@ func TestStopDuringTheStartScan(t *testing.T) {
 // instead of being finished on every disk in flight, and what was cut
 // short is never written.
 func TestStopReachesAnEvaluation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	policyPath := filepath.Join(dir, "policy.toml")
 	writeFile(t, policyPath, testPolicy(""))

@@ -98,6 +98,7 @@ func TestProbeSeededWithoutProbing(t *testing.T) {
 // policy), not with each disk's lookup; the valid seed still decides.
 // Before, the daemon dropped it without a word.
 func TestProbeSeedErrorsInState(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000", "loop20001")
 	dev, err := fs.Device("loop20000")
 	if err != nil {
@@ -399,6 +400,7 @@ func TestProbeDisturbedNotReused(t *testing.T) {
 // reload ran the failed probe again: its whole budget of load on the
 // disk each time.)
 func TestProbeFailedNotRetriedOnReload(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	measured := 0
 	r, _ := fakeDaemonWith(t, probedPolicy(128, "100ms"), func(c *Config) {

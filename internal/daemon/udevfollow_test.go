@@ -100,6 +100,7 @@ func TestDaemonUdevModeDoesNotFollowTwice(t *testing.T) {
 // switches at once on one queue), or after a grace if udevd says nothing.
 // Scans are not held back.
 func TestDaemonLeavesDiskToUdevdFirst(t *testing.T) {
+	t.Parallel()
 	r, kernel, udevd := followedDaemon(t, func(c *Config) { c.hooks.udevdGrace = 300 * time.Millisecond })
 	root := r.d.cfg.FS.Root()
 	// udevd is heard: it runs.
