@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,8 +75,8 @@ type running struct {
 	passes    atomic.Int64
 	adaptGaps atomic.Int64
 	passMu    sync.Mutex
-	passesOf  map[string]int64 // passes ended, by disk
-	probesRun map[string]int   // probes that started measuring, by disk
+	passesOf  map[string]int64       // passes ended, by disk
+	probesRun map[string][]time.Time // when each probe started measuring, by disk
 }
 
 // start runs a daemon with policyText until the test ends, and returns
@@ -120,9 +121,9 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 		if step == "measuring" {
 			r.passMu.Lock()
 			if r.probesRun == nil {
-				r.probesRun = map[string]int{}
+				r.probesRun = map[string][]time.Time{}
 			}
-			r.probesRun[name]++
+			r.probesRun[name] = append(r.probesRun[name], time.Now())
 			r.passMu.Unlock()
 		}
 	}
@@ -383,5 +384,12 @@ func (r *running) waitPassesOf(t testing.TB, name string, n int64) {
 func (r *running) probes(name string) int {
 	r.passMu.Lock()
 	defer r.passMu.Unlock()
-	return r.probesRun[name]
+	return len(r.probesRun[name])
+}
+
+// probeStarts is when each probe of name started measuring.
+func (r *running) probeStarts(name string) []time.Time {
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	return slices.Clone(r.probesRun[name])
 }

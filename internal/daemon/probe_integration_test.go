@@ -232,20 +232,20 @@ func TestIntegrationProbeDaemonConcurrency(t *testing.T) {
 			return ds != nil && ds.Probe != nil && ds.Probe.Status == "decided" && activeScheduler(t, name) == ds.Probe.Winner
 		})
 	}
-	// In log order, each start is followed by its own decision before
-	// the next start. The log is asserted: it is the one record of both
-	// probes' starts and ends in the order they happened.
-	var order []string
-	for _, line := range r.log.Lines("probe ") {
-		switch {
-		case strings.Contains(line, `msg="probe started"`):
-			order = append(order, "start")
-		case strings.Contains(line, `msg="probe decided"`):
-			order = append(order, "end")
-		}
+	// One probe each, the second started measuring after the first's
+	// decision.
+	sa, sb := r.probeStarts(a), r.probeStarts(b)
+	if len(sa) != 1 || len(sb) != 1 {
+		t.Fatalf("probes started: %s %d, %s %d; want one each", a, len(sa), b, len(sb))
 	}
-	if strings.Join(order, " ") != "start end start end" {
-		t.Errorf("probes in the log: %v, want one at a time", order)
+	first, second := a, b
+	if sb[0].Before(sa[0]) {
+		first, second = b, a
+	}
+	decided := r.diskState(t, first).Probe.Since
+	if started := r.probeStarts(second)[0]; started.Before(decided) {
+		t.Errorf("%s's probe started at %s, before %s's was decided at %s: want one at a time",
+			second, started.Format(time.StampMicro), first, decided.Format(time.StampMicro))
 	}
 }
 
