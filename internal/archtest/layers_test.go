@@ -61,6 +61,7 @@ var layers = []string{
 // support are the packages tests and contrib tools build on; no
 // production package may import one.
 var support = []string{
+	"internal/applytest",
 	"internal/archtest",
 	"internal/diskemu",
 	"internal/eventually",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/iosched/iosched/internal/adapt"
 	"github.com/iosched/iosched/internal/adapt/adaptopt"
+	"github.com/iosched/iosched/internal/applytest"
 	"github.com/iosched/iosched/internal/observe"
 	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/statefile"
@@ -264,9 +265,9 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 	load.set(1)
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
 	const reason = "adapt: busy depth 1 over 500ms; curve: mq-deadline 1.15x none at depth 1"
-	waitFor(t, 5*time.Second, "the switch's pass logged with its reason as the rule", func() bool {
-		return len(r.log.Lines("msg=set", "attribute=scheduler", "to=mq-deadline", `rule="adaptive (`+reason+`)"`)) == 1
-	})
+	if d := applytest.Diff(r.writes.Of("loop20000", "scheduler"), []applytest.Write{applytest.W("loop20000", "scheduler", "mq-deadline")}); d != "" {
+		t.Errorf("the switch, written once: %s", d)
+	}
 	var ds *statefile.DiskState
 	waitFor(t, 5*time.Second, "the switch in the state file", func() bool {
 		ds = r.state(t).Disks["loop20000"]
@@ -290,9 +291,15 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 	replaceFile(t, filepath.Join(fs.Root(), "block/loop20000/queue/scheduler"), "[none] mq-deadline kyber\n")
 	r.signals <- syscall.SIGUSR1
 	waitFor(t, 5*time.Second, "the drift repaired back to the adaptive choice", func() bool {
-		return len(r.log.Lines("drift repaired", "attribute=scheduler", "to=mq-deadline", reason)) == 1
+		c := r.state(t).LastChange
+		return c != nil && c.Drift && c.Attribute == "scheduler" && c.From == "none" && c.To == "mq-deadline" && c.Rule == "adaptive ("+reason+")"
 	})
 	r.waitAttr(t, "loop20000", "scheduler", "mq-deadline")
+	if d := applytest.Diff(r.writes.Of("loop20000", "scheduler"), []applytest.Write{
+		applytest.W("loop20000", "scheduler", "mq-deadline"), applytest.W("loop20000", "scheduler", "mq-deadline"),
+	}); d != "" {
+		t.Errorf("the switch, then the drift repaired: %s", d)
+	}
 
 	// A reload that changes nothing of the rule keeps the controller.
 	load.set(0)
@@ -336,6 +343,7 @@ func TestAdaptSwitchOnAFakeDisk(t *testing.T) {
 // budget: the third switched, and each start wrote the probe's winner
 // back first.
 func TestAdaptLimitsOutliveTheDaemon(t *testing.T) {
+	t.Parallel()
 	fs := fakeTree(t, "loop20000")
 	load := startFakeLoad(t, fs, "loop20000", 1000)
 	seeds := seedCrossing(t, fs, "loop20000", crossingFigures())

@@ -120,6 +120,8 @@ func TestAdaptHistoryUnreadable(t *testing.T) {
 		}
 		now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 		h, log := histories(t, dir, &now)
+		// A WARN an admin must see: every disk's switch budget is taken
+		// as spent for a day, which nothing else explains.
 		if lines := log.Lines("level=WARN", "switch history is unreadable"); len(lines) != 1 {
 			t.Errorf("%q: warnings %q", garbage, log.String())
 		}

@@ -107,8 +107,10 @@ type hooks struct {
 	// pass" (the probe's goroutine, before it waits for that pass to
 	// end), "measuring" (passes now skip the disk).
 	probeStep func(name, step string)
-	// passStarted, when set, is called as each pass over a disk starts.
-	passStarted func(name string)
+	// passDone, when set, is called as each pass over a disk ends, its
+	// writes made and its outcome noted for the state file: a test that
+	// asserts on what a pass did not write knows when to look.
+	passDone func(name string)
 	// owed, when set, is called with what is owed to a disk after each
 	// ask merges into it (kick), under the queue's lock: it must return
 	// at once.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/applytest"
 	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/originals"
 	"github.com/iosched/iosched/internal/policy"
@@ -31,12 +32,6 @@ import (
 
 const restorePolicy = "[daemon]\nrestore_on_exit = true\n"
 
-// waitPasses waits until the daemon has run n passes in all.
-func (r *running) waitPasses(t *testing.T, n int64) {
-	t.Helper()
-	waitFor(t, 5*time.Second, fmt.Sprintf("%d passes", n), func() bool { return r.passes.Load() >= n })
-}
-
 // A "remove" uevent for a disk still there (anyone can ask the kernel for
 // one) does not make the daemon forget the disk and its original values.
 // Before, the disk was forgotten: status undercounted, and a stop with
@@ -44,9 +39,11 @@ func (r *running) waitPasses(t *testing.T, n int64) {
 func TestRemoveUeventForADiskStillThere(t *testing.T) {
 	t.Parallel()
 	r, c := fakeDaemon(t, testPolicy(restorePolicy), "loop20000")
-	passes := r.passes.Load()
+	// A drift the pass for the remove repairs, so that its writes show
+	// the pass ran and kept the disk.
+	writeFile(t, filepath.Join(r.d.cfg.FS.Root(), "block/loop20000/queue/nr_requests"), "32\n")
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")}
-	r.waitPasses(t, passes+1)
+	waitFor(t, 5*time.Second, "the pass for the remove to repair the drift", func() bool { return len(r.writes.Of("loop20000", "nr_requests")) == 2 })
 	if st := r.state(t); st.Disks["loop20000"] == nil {
 		// The state is written after the pass: wait for it.
 		waitFor(t, 5*time.Second, "the state to list loop20000", func() bool { return r.state(t).Disks["loop20000"] != nil })
@@ -57,8 +54,8 @@ func TestRemoveUeventForADiskStillThere(t *testing.T) {
 	if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != "none" || n != "128" {
 		t.Errorf("after a forged remove and a stop: scheduler %s nr_requests %s, want the originals none 128", s, n)
 	}
-	if len(r.log.Lines("original values restored", "disks=1", "failed=0")) != 1 {
-		t.Errorf("restore summary wrong:\n%s", r.log)
+	if d := applytest.Diff(r.restores.Writes(), restoredLoop("loop20000")); d != "" {
+		t.Errorf("restore at stop: %s", d)
 	}
 }
 
@@ -70,9 +67,7 @@ func TestStaleRemoveUeventKeepsTheNewDisk(t *testing.T) {
 	removeFakeDisk(t, r.d.cfg.FS, "loop20000")
 	addFakeDisk(t, r.d.cfg.FS.Root(), "loop20000", 0)
 	writeFile(t, filepath.Join(r.d.cfg.FS.Root(), "block/loop20000/diskseq"), "200\n")
-	passes := r.passes.Load()
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("remove", "loop20000", "disk")} // the old disk's; the new one's add was lost
-	r.waitPasses(t, passes+1)
 	r.waitAttr(t, "loop20000", "nr_requests", "64")
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
@@ -141,18 +136,17 @@ func TestUnreadableOriginals(t *testing.T) {
 			waitFor(t, 5*time.Second, "status to name the unknown originals", func() bool {
 				return slices.Equal(r.state(t).OriginalsUnknown, []string{"loop20001"})
 			})
-			if len(r.log.Lines("level=WARN", "original values unknown", "device=loop20001")) != 1 {
-				t.Errorf("unknown originals not logged:\n%s", r.log)
-			}
-			if err := r.stop(t); !errors.Is(err, ErrNotRestored) {
-				t.Errorf("stop with a disk whose originals are unknown: %v, want ErrNotRestored (exit 1)", err)
+			if err := r.stop(t); !errors.Is(err, ErrNotRestored) || !strings.Contains(err.Error(), "1 disk(s)") {
+				t.Errorf("stop with a disk whose originals are unknown: %v, want ErrNotRestored for 1 disk (exit 1)", err)
 			}
 			if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != "none" || n != "128" {
 				t.Errorf("loop20000 (known from the previous generation): scheduler %s nr_requests %s, want none 128", s, n)
 			}
-			if len(r.log.Lines("original values restored", "disks=1", "failed=1")) != 1 {
-				t.Errorf("exit summary does not count the unknown disk as failed:\n%s", r.log)
+			if d := applytest.Diff(r.restores.Writes(), restoredLoop("loop20000")); d != "" {
+				t.Errorf("restore at stop: %s", d)
 			}
+			// The error Run returns sends the admin to the log for the
+			// disks not restored: the log must name them.
 			if len(r.log.Lines("level=ERROR", "not restored", "device=loop20001")) != 1 {
 				t.Errorf("the disk not restored was not logged:\n%s", r.log)
 			}
@@ -191,6 +185,7 @@ func TestPersistenceFailureInStatus(t *testing.T) {
 // on the loop: a FIFO in the policy's place stopped everything, SIGTERM
 // included, until someone wrote to it.
 func TestSlowPolicyLoadDoesNotBlockTheLoop(t *testing.T) {
+	t.Parallel()
 	var slow atomic.Bool
 	release := make(chan struct{})
 	defer close(release)
@@ -278,6 +273,7 @@ func TestStopDuringTheStartScan(t *testing.T) {
 // instead of being finished on every disk in flight, and what was cut
 // short is never written.
 func TestStopReachesAnEvaluation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	policyPath := filepath.Join(dir, "policy.toml")
 	writeFile(t, policyPath, testPolicy(""))
@@ -364,6 +360,8 @@ func TestUdevModeWithoutUdevd(t *testing.T) {
 	if got := r.attr(t, "loop20000", "scheduler"); got != "mq-deadline" {
 		t.Errorf("start scan: scheduler %s", got)
 	}
+	// A WARN an admin must see in the journal: hot-plugged disks go
+	// unnoticed until a reconcile, and nothing else says why.
 	if len(r.log.Lines("level=WARN", "no udevd runs")) != 1 {
 		t.Errorf("no warning in the log:\n%s", r.log)
 	}
@@ -391,10 +389,7 @@ func TestUdevModeWithStaleUdevdSocket(t *testing.T) {
 		cfg.UdevControl = control
 		cfg.UdevDataDir = t.TempDir()
 	}, "loop20000")
-	if len(r.log.Lines("level=WARN", "no udevd runs")) != 1 {
-		t.Errorf("no warning in the log:\n%s", r.log)
-	}
-	if w := r.state(t).Warnings; len(w) != 1 || !strings.Contains(w[0], "connection refused") {
+	if w := r.state(t).Warnings; len(w) != 1 || !strings.Contains(w[0], "no udevd runs") || !strings.Contains(w[0], "connection refused") {
 		t.Errorf("status warnings = %q, want one naming the refused connection", w)
 	}
 }
@@ -459,9 +454,11 @@ func TestStaleOriginalsDropped(t *testing.T) {
 			if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != tt.wantSched || n != tt.wantN {
 				t.Errorf("after the stop: scheduler %s nr_requests %s, want %s %s", s, n, tt.wantSched, tt.wantN)
 			}
-			logged := len(r.log.Lines("level=WARN", "original values dropped", "device=loop20000", "no longer shows what iosched left"))
-			if tt.dropped != (logged == 1) {
-				t.Errorf("dropped record logged %d times, want dropped=%v:\n%s", logged, tt.dropped, r.log)
+			// The restore puts back the record's values, or, the record
+			// dropped, those found at start.
+			want := []applytest.Write{applytest.W("loop20000", "scheduler", tt.wantSched), applytest.W("loop20000", "nr_requests", tt.wantN)}
+			if d := applytest.Diff(r.restores.Writes(), want); d != "" {
+				t.Errorf("restore at stop, record dropped=%v: %s", tt.dropped, d)
 			}
 		})
 	}
@@ -489,9 +486,6 @@ func TestStaleProbeRecordAtStart(t *testing.T) {
 		cfg.StateDir = stateDir
 		cfg.hooks.dial = newFakeDialer(ueventtest.NewConn()).dial
 	})
-	if len(r.log.Lines("an interrupted probe's record dropped", "device=loop20000", "no longer shows what iosched left")) != 1 {
-		t.Errorf("the stale record's drop was not logged:\n%s", r.log)
-	}
 	if s, n := r.attr(t, "loop20000", "scheduler"), r.attr(t, "loop20000", "nr_requests"); s != "mq-deadline" || n != "77" {
 		t.Errorf("scheduler %s nr_requests %s, want the admin's mq-deadline 77", s, n)
 	}
@@ -518,9 +512,6 @@ func TestUnreadableProbeRecordAtStart(t *testing.T) {
 	aside, _ := filepath.Glob(filepath.Join(stateDir, "probe-loop20000.originals.json.unreadable-*"))
 	if len(aside) != 1 {
 		t.Fatalf("the unreadable record was not moved aside: %v", aside)
-	}
-	if len(r.log.Lines("level=WARN", "device=loop20000", "moved aside", "check the disk's settings by hand")) != 1 {
-		t.Errorf("the record moved aside was not warned of:\n%s", r.log)
 	}
 	waitFor(t, 5*time.Second, "the state to list the record moved aside", func() bool {
 		return slices.Equal(r.state(t).OriginalsAside, aside)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/applytest"
 	"github.com/iosched/iosched/internal/disklock"
 	"github.com/iosched/iosched/internal/eventually"
 	"github.com/iosched/iosched/internal/looptest"
@@ -62,10 +64,19 @@ type running struct {
 	runtimeDir string
 	stateDir   string
 	lockFile   string
-	// passes and adaptGaps count the passes started and the adaptive
-	// samples not taken (hooks.passStarted, hooks.adaptGap).
+	// writes records what the passes write to disks (hooks.passTarget),
+	// restores what the restore at stop writes (hooks.restoreTarget):
+	// what would reach the kernel, which tests assert on rather than on
+	// the log.
+	writes   applytest.Recorder
+	restores applytest.Recorder
+	// passes and adaptGaps count the passes ended and the adaptive
+	// samples not taken (hooks.passDone, hooks.adaptGap).
 	passes    atomic.Int64
 	adaptGaps atomic.Int64
+	passMu    sync.Mutex
+	passesOf  map[string]int64       // passes ended, by disk
+	probesRun map[string][]time.Time // when each probe started measuring, by disk
 }
 
 // start runs a daemon with policyText until the test ends, and returns
@@ -94,8 +105,28 @@ func start(t testing.TB, policyText string, modify ...func(*Config)) *running {
 		// about following the files turn it on.
 		NoPolicyFollow: true,
 	}
-	cfg.hooks.passStarted = func(string) { r.passes.Add(1) }
+	cfg.hooks.passTarget = r.writes.Wrap
+	cfg.hooks.restoreTarget = r.restores.Wrap
+	cfg.hooks.passDone = func(name string) {
+		r.passMu.Lock()
+		if r.passesOf == nil {
+			r.passesOf = map[string]int64{}
+		}
+		r.passesOf[name]++
+		r.passMu.Unlock()
+		r.passes.Add(1)
+	}
 	cfg.hooks.adaptGap = func(string) { r.adaptGaps.Add(1) }
+	cfg.hooks.probeStep = func(name, step string) {
+		if step == "measuring" {
+			r.passMu.Lock()
+			if r.probesRun == nil {
+				r.probesRun = map[string][]time.Time{}
+			}
+			r.probesRun[name] = append(r.probesRun[name], time.Now())
+			r.passMu.Unlock()
+		}
+	}
 	for _, m := range modify {
 		m(&cfg)
 	}
@@ -256,4 +287,109 @@ func (r *running) replan(t testing.TB, what string, within time.Duration) {
 		st, err := statefile.Read(r.runtimeDir)
 		return err == nil && st.LastReload != nil && st.LastReload.Seq >= seq && st.LastReload.OK && st.LastReload.Done
 	})
+}
+
+// waitScans waits until the state file has shown n scans for reason ended
+// after the call. Each LastScan it shows is one scan's end; one it did not
+// catch is not counted, so n seen means at least n ran.
+func (r *running) waitScans(t testing.TB, n int, reason string, within time.Duration) *statefile.Scan {
+	t.Helper()
+	var last time.Time
+	if st, err := statefile.Read(r.runtimeDir); err == nil && st.LastScan != nil {
+		last = st.LastScan.At
+	}
+	seen := 0
+	var scan *statefile.Scan
+	waitFor(t, within, fmt.Sprintf("%d %s scans", n, reason), func() bool {
+		st, err := statefile.Read(r.runtimeDir)
+		if err != nil || st.LastScan == nil || !st.LastScan.At.After(last) {
+			return false
+		}
+		last = st.LastScan.At
+		if st.LastScan.Reason == reason {
+			seen++
+			scan = st.LastScan
+		}
+		return seen >= n
+	})
+	return scan
+}
+
+// noErrors fails t when the state file records an error, the daemon's or
+// a disk's.
+func (r *running) noErrors(t testing.TB) {
+	t.Helper()
+	st, err := statefile.Read(r.runtimeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LastError != nil {
+		t.Errorf("last error: %+v", st.LastError)
+	}
+	for name, d := range st.Disks {
+		if d.LastError != nil || len(d.Errors) > 0 {
+			t.Errorf("%s: last error %+v, errors %q", name, d.LastError, d.Errors)
+		}
+	}
+}
+
+// restoredLoop is what the restore at stop writes to a fake loop disk the
+// policy of testPolicy set: its original scheduler and nr_requests.
+func restoredLoop(name string) []applytest.Write {
+	return []applytest.Write{applytest.W(name, "scheduler", "none"), applytest.W(name, "nr_requests", "128")}
+}
+
+// waitNewDiskNotDrift waits until a disk that replaced name (after
+// replaced) has the policy's settings, written once each, and the state
+// file shows them as a new disk's first changes, not as drift repaired.
+func (r *running) waitNewDiskNotDrift(t testing.TB, name string, replaced time.Time) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "the new disk's changes in the state file", func() bool {
+		st, err := statefile.Read(r.runtimeDir)
+		if err != nil || st.LastChange == nil || st.LastChange.Device != name || st.LastChange.At.Before(replaced) {
+			return false
+		}
+		return st.LastChange.Attribute == "nr_requests" && st.LastChange.To == "64"
+	})
+	if c := r.state(t).LastChange; c.Drift {
+		t.Errorf("a new disk's first write shown as drift repaired: %+v", c)
+	}
+	want := []applytest.Write{applytest.W(name, "scheduler", "mq-deadline"), applytest.W(name, "nr_requests", "64")}
+	if d := applytest.Diff(r.writes.Of(name, ""), append(want, want...)); d != "" {
+		t.Errorf("the old disk's writes, then the new one's: %s", d)
+	}
+}
+
+// waitPasses waits until the daemon has ended n passes in all.
+func (r *running) waitPasses(t testing.TB, n int64) {
+	t.Helper()
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d passes", n), func() bool { return r.passes.Load() >= n })
+}
+
+// passCount is how many passes over name have ended.
+func (r *running) passCount(name string) int64 {
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	return r.passesOf[name]
+}
+
+// waitPassesOf waits until n passes over name have ended in all.
+func (r *running) waitPassesOf(t testing.TB, name string, n int64) {
+	t.Helper()
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d passes over %s", n, name), func() bool { return r.passCount(name) >= n })
+}
+
+// probes is how many probes of name have started measuring (a test that
+// sets hooks.probeStep counts its own).
+func (r *running) probes(name string) int {
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	return len(r.probesRun[name])
+}
+
+// probeStarts is when each probe of name started measuring.
+func (r *running) probeStarts(name string) []time.Time {
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	return slices.Clone(r.probesRun[name])
 }

@@ -91,10 +91,10 @@ func (d *Daemon) pass(name string, j job) {
 		if v := recover(); v != nil {
 			d.log.Error("internal error; the disk is skipped until its next event", "device", name, "panic", v, "stack", string(debug.Stack()))
 		}
+		if d.cfg.hooks.passDone != nil {
+			d.cfg.hooks.passDone(name)
+		}
 	}()
-	if d.cfg.hooks.passStarted != nil {
-		d.cfg.hooks.passStarted(name)
-	}
 	if j.kind == removal {
 		if d.pipe.Gone(disk) {
 			d.forget(disk)

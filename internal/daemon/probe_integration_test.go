@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,11 +116,8 @@ func TestIntegrationProbeDaemon(t *testing.T) {
 		}
 		return false
 	})
-	if n := len(r.log.Lines("msg=\"probe started\"", "device="+name)); n != 1 {
-		t.Errorf("%d probes started, want 1", n)
-	}
-	if n := len(r.log.Lines("msg=set", "device="+name, "attribute=scheduler", "to="+winner, "probe: ")); n != 1 {
-		t.Errorf("%d log lines set the winner with its provenance, want 1", n)
+	if n := r.probes(name); n != 1 {
+		t.Errorf("%d probes measured the disk, want 1", n)
 	}
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
@@ -132,9 +130,12 @@ func TestIntegrationProbeDaemon(t *testing.T) {
 	setScheduler(t, name, "kyber")
 	r2 := start(t, pol, withStateDir(state))
 	waitFor(t, 5*time.Second, "the remembered winner on the disk", func() bool { return activeScheduler(t, name) == winner })
-	ds = r2.diskState(t, name)
-	if len(r2.log.Lines("probe decision reused", "device="+name, "from=\"remembered ")) != 1 || len(r2.log.Lines("probe started")) != 0 {
-		t.Errorf("after a restart: want the remembered decision and no probe")
+	waitFor(t, 5*time.Second, "the remembered decision in the state file", func() bool {
+		ds = r2.diskState(t, name)
+		return ds != nil && ds.Probe != nil && ds.Probe.Status == "decided" && strings.HasPrefix(ds.Probe.From, "remembered ")
+	})
+	if n := r2.probes(name); n != 0 {
+		t.Errorf("after a restart: %d probes, want the remembered decision and none", n)
 	}
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
@@ -155,8 +156,8 @@ func TestIntegrationProbeDaemon(t *testing.T) {
 		ds = r3.diskState(t, name)
 		return ds != nil && ds.Probe != nil && ds.Probe.Status == "decided" && strings.HasPrefix(ds.Probe.From, "seeded from "+seedDir)
 	})
-	if len(r3.log.Lines("probe started")) != 0 {
-		t.Errorf("a seeded decision was probed again")
+	if n := r3.probes(name); n != 0 {
+		t.Errorf("a seeded decision was probed again (%d probes)", n)
 	}
 }
 
@@ -182,9 +183,6 @@ func TestIntegrationProbeDaemonStop(t *testing.T) {
 	if s := activeScheduler(t, name); s != "kyber" {
 		t.Errorf("scheduler after the stop = %s, want kyber restored", s)
 	}
-	if len(r.log.Lines("probe cancelled", "device="+name)) != 1 {
-		t.Errorf("the cancelled probe is not logged")
-	}
 	if _, err := os.Stat(filepath.Join(state, "probes.json")); err == nil {
 		t.Errorf("a cancelled probe left a result")
 	}
@@ -197,11 +195,12 @@ func TestIntegrationProbeDaemonReload(t *testing.T) {
 	requireLoops(t)
 	name := probedLoop(t, 22502)
 	r := start(t, probePolicy(name, "2s", 3, ""), withStateDir(t.TempDir()))
-	waitFor(t, 10*time.Second, "the probe to start", func() bool { return len(r.log.Lines("probe started", "device="+name)) == 1 })
+	waitFor(t, 10*time.Second, "the probe to start", func() bool { return r.probes(name) == 1 })
 	writeFile(t, r.policy, probePolicy(name, "150ms", 1, ""))
 	r.signals <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the probe to be cancelled", func() bool { return len(r.log.Lines("probe cancelled", "device="+name)) == 1 })
-	waitFor(t, 20*time.Second, "the second probe's decision", func() bool { return len(r.log.Lines("probe decided", "device="+name)) == 1 })
+	// One probe of a disk measures at a time: the second starts once the
+	// first, cancelled, has ended.
+	waitFor(t, 5*time.Second, "the second probe to start", func() bool { return r.probes(name) == 2 })
 	var winner string
 	waitFor(t, 5*time.Second, "the decision in the state file", func() bool {
 		ds := r.diskState(t, name)
@@ -212,7 +211,10 @@ func TestIntegrationProbeDaemonReload(t *testing.T) {
 		return true
 	})
 	waitFor(t, 5*time.Second, "the winner on the disk", func() bool { return activeScheduler(t, name) == winner })
-	if n := len(r.log.Lines("probe started", "device="+name)); n != 2 {
+	if ds := r.diskState(t, name); !strings.Contains(ds.Probe.Provenance, "probe: ") || ds.Probe.Rule == "" {
+		t.Errorf("the second probe's decision: %+v", ds.Probe)
+	}
+	if n := r.probes(name); n != 2 {
 		t.Errorf("%d probes started, want 2 (one cancelled by the reload)", n)
 	}
 }
@@ -230,19 +232,20 @@ func TestIntegrationProbeDaemonConcurrency(t *testing.T) {
 			return ds != nil && ds.Probe != nil && ds.Probe.Status == "decided" && activeScheduler(t, name) == ds.Probe.Winner
 		})
 	}
-	// In log order, each start is followed by its own decision before
-	// the next start.
-	var order []string
-	for _, line := range r.log.Lines("probe ") {
-		switch {
-		case strings.Contains(line, `msg="probe started"`):
-			order = append(order, "start")
-		case strings.Contains(line, `msg="probe decided"`):
-			order = append(order, "end")
-		}
+	// One probe each, the second started measuring after the first's
+	// decision.
+	sa, sb := r.probeStarts(a), r.probeStarts(b)
+	if len(sa) != 1 || len(sb) != 1 {
+		t.Fatalf("probes started: %s %d, %s %d; want one each", a, len(sa), b, len(sb))
 	}
-	if strings.Join(order, " ") != "start end start end" {
-		t.Errorf("probes in the log: %v, want one at a time", order)
+	first, second := a, b
+	if sb[0].Before(sa[0]) {
+		first, second = b, a
+	}
+	decided := r.diskState(t, first).Probe.Since
+	if started := r.probeStarts(second)[0]; started.Before(decided) {
+		t.Errorf("%s's probe started at %s, before %s's was decided at %s: want one at a time",
+			second, started.Format(time.StampMicro), first, decided.Format(time.StampMicro))
 	}
 }
 
@@ -275,27 +278,21 @@ func TestIntegrationProbeDaemonStuckDisk(t *testing.T) {
 	if gate.Waiting() == 0 {
 		t.Fatal("no read waits at the gate: the disk never stopped answering")
 	}
-	if len(r.log.Lines("probe failed", "device="+name, "not back yet")) != 1 {
-		t.Errorf("the failed probe and its pending restore are not logged:\n%s", r.log)
-	}
+	waitFor(t, 5*time.Second, "the probe's restore in flight in the state file", func() bool {
+		ds := r.diskState(t, name)
+		return ds != nil && slices.ContainsFunc(ds.InFlight, func(w statefile.InFlight) bool { return w.What == "restore" })
+	})
 	if s := activeScheduler(t, name); s == "kyber" {
 		t.Fatal("kyber is back while the disk does not answer")
 	}
 	// A reconcile now must leave the disk alone: the restore holds it.
-	writes := r.d.writes.Load()
-	r.d.mu.Lock()
-	before := *r.d.report.Scan
-	r.d.mu.Unlock()
+	mark := r.writes.Len()
 	r.signals <- syscall.SIGUSR1
-	var reconcile statefile.Scan
-	waitFor(t, 5*time.Second, "the reconcile's scan", func() bool {
-		r.d.mu.Lock()
-		defer r.d.mu.Unlock()
-		reconcile = *r.d.report.Scan
-		return reconcile.Reason == "reconcile" && reconcile.At.After(before.At)
-	})
-	if reconcile.Writes != 0 || r.d.writes.Load() != writes {
-		t.Errorf("a pass wrote the disk while its restore waits:\n%s", r.log)
+	if reconcile := r.waitScans(t, 1, "reconcile", 5*time.Second); reconcile.Writes != 0 {
+		t.Errorf("the reconcile made %d writes while the disk's restore waits", reconcile.Writes)
+	}
+	if w := r.writes.Since(mark); len(w) != 0 {
+		t.Errorf("a pass wrote the disk while its restore waits: %v", w)
 	}
 
 	gate.Set(false) // the disk answers again

@@ -96,24 +96,18 @@ type Recorder struct {
 	latency histogram
 	burst   burstLog
 
-	mu         sync.Mutex // guards what follows
-	path       string
-	disks      map[DiskKind]int
-	reloaded   bool
-	reloadOK   bool
-	reloadAt   time.Time
-	probes     map[string][]ProbeResult // by disk
-	adapt      map[string]adaptDepths   // by disk
-	busy       map[string]BusyDepths    // by observed disk
-	info       map[string]DiskInfo      // by observed disk
-	curves     map[string]ProbeCurves   // by disk
-	writeErr   error
-	writeCount int
-	// flushes counts the times the writer took what was recorded,
-	// written or not (no path, a failure): what a test waits for to
-	// know the writer has looked.
-	flushes   int
-	failCount int // failed writes since the last that worked
+	mu       sync.Mutex // guards what follows
+	path     string
+	disks    map[DiskKind]int
+	reloaded bool
+	reloadOK bool
+	reloadAt time.Time
+	probes   map[string][]ProbeResult // by disk
+	adapt    map[string]adaptDepths   // by disk
+	busy     map[string]BusyDepths    // by observed disk
+	info     map[string]DiskInfo      // by observed disk
+	curves   map[string]ProbeCurves   // by disk
+	writeErr error
 	// written is the file last written, "" when none is there: the one
 	// to remove once the path moves or writing ends.
 	written string

@@ -25,26 +25,21 @@ func value(fams map[string]*dto.MetricFamily, name string, want map[string]strin
 	return promtest.Value(fams, name, want)
 }
 
-// waitWrites waits until r has written at least n files.
-func waitWrites(t *testing.T, r *Recorder, n int) {
+// waitWrites waits until the file w watches has been written whole at
+// least n times since the watch began.
+func waitWrites(t *testing.T, r *Recorder, w *promtest.Watch, n int) {
 	t.Helper()
-	if !eventually.Within(5*time.Second, func() bool { return r.Writes() >= n }) {
-		t.Fatalf("%d writes after 5 s, want %d (last error: %v)", r.Writes(), n, r.WriteError())
+	if !eventually.Within(5*time.Second, func() bool { return w.Writes() >= n }) {
+		t.Fatalf("%d writes after 5 s, want %d (last error: %v)", w.Writes(), n, r.WriteError())
 	}
 }
 
-// flushes is how many times the writer has taken what was recorded.
-func (r *Recorder) flushCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.flushes
-}
-
-// nothingToWrite fails t when something was recorded since the writer's
-// flushed-th look: the writer is woken only then, so no write can come.
-func nothingToWrite(t *testing.T, r *Recorder, flushed int, when string) {
+// nothingToWrite fails t when the file was marked out of date, or a write
+// of it begun, since the watch counted tries: the writer is woken only by
+// a mark, so no write can come.
+func nothingToWrite(t *testing.T, r *Recorder, w *promtest.Watch, tries int, when string) {
 	t.Helper()
-	if r.pending.Load() || r.flushCount() != flushed {
+	if r.pending.Load() || w.Tries() != tries {
 		t.Errorf("%s: the file was marked out of date", when)
 	}
 }
@@ -61,6 +56,7 @@ func start(t *testing.T, opts Options) (*Recorder, func()) {
 func TestFileCoversEveryMetric(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "iosched.prom")
+	w := promtest.WatchFile(t, path)
 	r, stop := start(t, Options{Path: path, Version: "v1.2.3", Interval: 10 * time.Millisecond})
 	for range 3 {
 		r.Uevent("add", "kernel")
@@ -97,8 +93,7 @@ func TestFileCoversEveryMetric(t *testing.T) {
 	r.SetAdaptDepth("vda", 23.5, 22)
 	r.SetAdaptDepth("vdb", 1, 1)
 	r.ForgetAdapt("vdb")
-	before := r.Writes()
-	waitWrites(t, r, before+1)
+	waitWrites(t, r, w, w.Writes()+1)
 	stop()
 
 	b, err := os.ReadFile(path)
@@ -196,21 +191,22 @@ func TestWritesOnlyWhenChangedAndAtMostOnceAnInterval(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "iosched.prom")
 	const interval = 20 * time.Millisecond
+	w := promtest.WatchFile(t, path)
 	r, stop := start(t, Options{Path: path, Interval: interval})
 	defer stop()
-	waitWrites(t, r, 1) // the first tick writes the file
+	waitWrites(t, r, w, 1) // the first tick writes the file
 	first, _ := os.Stat(path)
 
-	flushed := r.flushCount()
-	nothingToWrite(t, r, flushed, "with nothing recorded")
-	if n := r.Writes(); n != 1 {
+	tries := w.Tries()
+	nothingToWrite(t, r, w, tries, "with nothing recorded")
+	if n := w.Writes(); n != 1 {
 		t.Errorf("%d writes with nothing recorded, want 1", n)
 	}
 	if st, _ := os.Stat(path); !st.ModTime().Equal(first.ModTime()) {
 		t.Errorf("the file was rewritten with nothing recorded")
 	}
 	r.SetDisks(nil) // no disks, as before: nothing changed
-	nothingToWrite(t, r, flushed, "after an unchanged disk count")
+	nothingToWrite(t, r, w, tries, "after an unchanged disk count")
 
 	// A burst: records as fast as they come, for 20 intervals.
 	begin := time.Now()
@@ -219,8 +215,8 @@ func TestWritesOnlyWhenChangedAndAtMostOnceAnInterval(t *testing.T) {
 		r.Applied(time.Now())
 	}
 	elapsed := time.Since(begin)
-	waitWrites(t, r, 2)
-	if n, most := r.Writes()-1, int(elapsed/interval)+2; n > most {
+	waitWrites(t, r, w, 2)
+	if n, most := w.Writes()-1, int(elapsed/interval)+2; n > most {
 		t.Errorf("%d writes in %v of records, want at most %d (one an interval)", n, elapsed, most)
 	}
 }
@@ -229,18 +225,19 @@ func TestWritesOnlyWhenChangedAndAtMostOnceAnInterval(t *testing.T) {
 func TestFileAlwaysWhole(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "iosched.prom")
+	w := promtest.WatchFile(t, path)
 	r, stop := start(t, Options{Path: path, Interval: time.Millisecond})
 	defer stop()
-	waitWrites(t, r, 1)
+	waitWrites(t, r, w, 1)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for i := 0; r.Writes() < 50; i++ {
+		for i := 0; w.Writes() < 50; i++ {
 			r.Changed("scheduler", "rule "+string(rune('a'+i%20)), false)
 		}
 	}()
-	for reads := 0; r.Writes() < 50; reads++ {
+	for reads := 0; w.Writes() < 50; reads++ {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -273,10 +270,11 @@ func TestFailedWriteIsRetried(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	waitWrites(t, r, 1)
-	if err := r.WriteError(); err != nil {
-		t.Errorf("still an error after a write succeeded: %v", err)
-	}
+	// The error is cleared as the file lands: wait for both.
+	eventually.True(t, 5*time.Second, "the file written once its directory is there", func() bool {
+		_, err := os.Stat(path)
+		return err == nil && r.WriteError() == nil
+	})
 	b, _ := os.ReadFile(path)
 	if v, _ := value(parse(t, b), "iosched_uevent_overflows_total", nil); v != 1 {
 		t.Errorf("the overflow recorded before the failure is lost: %v", v)
@@ -288,26 +286,29 @@ func TestSetPath(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.prom"), filepath.Join(dir, "b.prom")
+	wa, wb := promtest.WatchFile(t, a), promtest.WatchFile(t, b)
 	r, stop := start(t, Options{Path: a, Interval: 5 * time.Millisecond})
 	defer stop()
-	waitWrites(t, r, 1)
+	waitWrites(t, r, wa, 1)
 	r.SetPath(b)
-	waitWrites(t, r, 2)
-	if _, err := os.Stat(b); err != nil {
-		t.Fatalf("the new file is not written: %v", err)
-	}
-	flushed := r.flushCount()
+	waitWrites(t, r, wb, 1)
+	eventually.True(t, 5*time.Second, "the old file removed", func() bool { _, err := os.Stat(a); return os.IsNotExist(err) })
 	r.SetPath("")
-	eventually.True(t, 5*time.Second, "the writer to take the path change", func() bool { return r.flushCount() > flushed })
-	n, flushed := r.Writes(), r.flushCount()
-	r.Overflow()
-	eventually.True(t, 5*time.Second, "the writer to take the overflow", func() bool { return r.flushCount() > flushed })
-	if r.Writes() != n {
-		t.Errorf("written with no path")
-	}
+	eventually.True(t, 5*time.Second, "the writer to take the path change: b removed", func() bool { _, err := os.Stat(b); return os.IsNotExist(err) })
+	triesA, triesB := wa.Tries(), wb.Tries()
+	r.Overflow() // recorded with no path: kept for the next file
 	r.SetPath(a)
-	waitWrites(t, r, n+1)
-	bb, _ := os.ReadFile(a)
+	var bb []byte
+	eventually.True(t, 5*time.Second, "a written again with the overflow", func() bool {
+		bb, _ = os.ReadFile(a)
+		v, _ := value(promtest.Parse(t, bb), "iosched_uevent_overflows_total", nil)
+		return len(bb) > 0 && v == 1
+	})
+	// The watch counts as it reads its events, which may lag the file.
+	eventually.True(t, 5*time.Second, "the watch to count a's write", func() bool { return wa.Tries() > triesA })
+	if wa.Tries() != triesA+1 || wb.Tries() != triesB {
+		t.Errorf("written with no path: %d tries of a, %d of b, want one of a since", wa.Tries()-triesA, wb.Tries()-triesB)
+	}
 	if v, _ := value(parse(t, bb), "iosched_uevent_overflows_total", nil); v != 1 {
 		t.Errorf("overflows = %v after the path came back, want 1", v)
 	}

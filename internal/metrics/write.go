@@ -68,9 +68,6 @@ func (r *Recorder) flush() {
 		r.removeOld(old, "metrics_file moved or unset")
 	}
 	if path == "" {
-		r.mu.Lock()
-		r.flushes++
-		r.mu.Unlock()
 		return
 	}
 	err := writeFile(path, r.exposition())
@@ -82,13 +79,8 @@ func (r *Recorder) flush() {
 	prev := r.writeErr
 	r.writeErr = err
 	if err == nil {
-		r.writeCount++
 		r.written = path
-		r.failCount = 0
-	} else {
-		r.failCount++
 	}
-	r.flushes++
 	r.mu.Unlock()
 	switch {
 	case err != nil && prev == nil: // once a streak of failures (each names its own temporary file)
@@ -139,20 +131,6 @@ func (r *Recorder) WriteError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.writeErr
-}
-
-// Failures counts the failed writes since the last that worked.
-func (r *Recorder) Failures() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.failCount
-}
-
-// Writes counts the files written so far.
-func (r *Recorder) Writes() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.writeCount
 }
 
 // writeFile replaces path with b atomically (see fileio: the

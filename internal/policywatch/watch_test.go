@@ -318,6 +318,7 @@ func TestSignalsCoalesce(t *testing.T) {
 // every write to such a file was a "policy file event", logged at debug:
 // with the log in that directory each line begot the next.
 func TestOtherFilesAreNotFollowed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "policy.toml")
 	write(t, p, fmt.Sprintf(rule, "v1"))
@@ -342,6 +343,7 @@ func TestOtherFilesAreNotFollowed(t *testing.T) {
 // ..data, swapped atomically for one to a new directory: the link swapped
 // is followed, whatever its name.
 func TestLinkOnTheWaySwapped(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for i := range 3 {
 		gen := filepath.Join(dir, fmt.Sprint("gen", i))

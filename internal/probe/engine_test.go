@@ -158,6 +158,8 @@ func TestOptionsValidateAndBudget(t *testing.T) {
 // end: a pipe nobody writes to stands in for it (io_uring waits for its
 // reads as for a dead server's).
 func TestEngineStuck(t *testing.T) {
+	// Not parallel: it bounds how long the engine takes to give up, which
+	// other tests' load on the CPUs would stretch.
 	e, err := NewEngine(EngineIOUring)
 	if err != nil {
 		t.Skipf("io_uring not available here: %v", err)

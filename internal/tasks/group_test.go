@@ -84,6 +84,7 @@ func TestTasksFailure(t *testing.T) {
 // stop ends the tasks through their context and waits for the jobs; one
 // that does not end within the bound is named, not waited for.
 func TestTasksStop(t *testing.T) {
+	t.Parallel()
 	g := NewGroup(context.Background())
 	g.Start(newGatedTask("policy follower"))
 	stuck, release := make(chan struct{}), make(chan struct{})

@@ -46,7 +46,7 @@ func TestMonitorENOBUFSMeansRescanAndKeepsTheSocket(t *testing.T) {
 	t.Parallel()
 	c := ueventtest.NewConn()
 	fd := newFakeDialer(c)
-	events, log := startMonitor(t, fd)
+	events, _ := startMonitor(t, fd)
 	c.Msgs <- ueventtest.Msg{Err: fmt.Errorf("recvmsg: %w", syscall.ENOBUFS)}
 	c.Msgs <- ueventtest.Msg{B: ueventtest.KernelMsg("add", "loop20001", "disk")}
 	if ev := next(t, events); !ev.Lost {
@@ -58,16 +58,13 @@ func TestMonitorENOBUFSMeansRescanAndKeepsTheSocket(t *testing.T) {
 	if fd.Count() != 1 {
 		t.Errorf("dialed %d times; ENOBUFS must not reconnect", fd.Count())
 	}
-	if len(log.Lines("uevents were lost")) != 1 {
-		t.Errorf("log does not say events were lost:\n%s", log)
-	}
 }
 
 func TestMonitorReconnectsAfterSocketError(t *testing.T) {
 	t.Parallel()
 	first, second := ueventtest.NewConn(), ueventtest.NewConn()
 	fd := newFakeDialer(first, second)
-	events, log := startMonitor(t, fd)
+	events, _ := startMonitor(t, fd)
 	first.Msgs <- ueventtest.Msg{Err: syscall.EBADF}
 	if ev := next(t, events); !ev.Lost {
 		t.Fatalf("after a socket error got %+v, want a lost-events notice (rescan)", ev)
@@ -84,18 +81,16 @@ func TestMonitorReconnectsAfterSocketError(t *testing.T) {
 	default:
 		t.Error("the broken socket was not closed")
 	}
-	if len(log.Lines("reconnecting")) == 0 || len(log.Lines("reconnected")) == 0 {
-		t.Errorf("log does not tell the reconnection:\n%s", log)
-	}
 }
 
 func TestMonitorKeepsRetryingTheSocket(t *testing.T) {
 	t.Parallel()
 	c, later := ueventtest.NewConn(), ueventtest.NewConn()
 	fd := newFakeDialer(c)
-	events, log := startMonitor(t, fd)
+	events, _ := startMonitor(t, fd)
 	c.Msgs <- ueventtest.Msg{Err: syscall.EBADF}
-	waitFor(t, 5*time.Second, "two failed reconnects", func() bool { return len(log.Lines("reconnecting failed")) >= 2 })
+	// The first dial, then two that found no socket.
+	waitFor(t, 5*time.Second, "two failed reconnects", func() bool { return fd.Count() >= 3 })
 	fd.Add(later)
 	if ev := next(t, events); !ev.Lost {
 		t.Fatalf("got %+v, want a lost-events notice once reconnected", ev)
@@ -111,6 +106,8 @@ func TestMonitorDropsForgedEvents(t *testing.T) {
 	if ev := next(t, events); ev.Name.String() != "loop20003" || ev.Lost {
 		t.Fatalf("got %+v, want only the genuine event", ev)
 	}
+	// A WARN an admin must see, naming the sender: someone on the
+	// machine forges uevents.
 	if got := log.Lines("dropped a forged uevent"); len(got) != 1 || !strings.Contains(got[0], "pid 4242") {
 		t.Errorf("log does not report the forged event with its sender:\n%s", log)
 	}
@@ -148,14 +145,15 @@ func TestMonitorCloseUnblocksTheReader(t *testing.T) {
 func TestMonitorCloseEndsAReconnect(t *testing.T) {
 	t.Parallel()
 	c := ueventtest.NewConn()
-	log := &ueventtest.LogBuffer{}
-	m, err := Listen(Options{Dial: newFakeDialer(c).dial, Log: slog.New(slog.NewTextHandler(log, nil))})
+	fd := newFakeDialer(c)
+	m, err := Listen(Options{Dial: fd.dial, Log: slog.New(slog.NewTextHandler(&ueventtest.LogBuffer{}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Start()
 	c.Msgs <- ueventtest.Msg{Err: syscall.EBADF}
-	waitFor(t, 5*time.Second, "a failed reconnect", func() bool { return len(log.Lines("reconnecting failed")) >= 1 })
+	// The first dial, then one that found no socket.
+	waitFor(t, 5*time.Second, "a failed reconnect", func() bool { return fd.Count() >= 2 })
 	done := make(chan struct{})
 	go func() { m.Close(); close(done) }()
 	select {
