@@ -46,9 +46,17 @@ nr_requests = 64
 %s`, loopGlob, extra)
 }
 
+// writeFile replaces path's content at once, by a rename, as a sysfs
+// attribute changes: a daemon reading a fake tree's attribute while the
+// test changes it must never see it empty or half written (a truncating
+// write lets a pass read "" and plan nothing until the next event).
 func writeFile(t testing.TB, path, text string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }
