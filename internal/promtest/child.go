@@ -1,10 +1,14 @@
 package promtest
 
 import (
+	"bytes"
+	"fmt"
+	"net"
 	"os/exec"
 	"runtime"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -59,4 +63,55 @@ func startChild(cmd *exec.Cmd) (*child, error) {
 		close(release)
 	})
 	return c, nil
+}
+
+// serveOnFreePort runs name with args(addr) on a free 127.0.0.1 port and
+// returns once ours(addr) says the process answering there is this one.
+// A free port is found by binding port 0 and closing it; another process
+// can take it before name binds it, which shows as name exiting at once:
+// then another port is tried, five in all. Starting has no deadline but
+// the test's own and the process exiting (a server may replay a long
+// write-ahead log). The process is stopped when the test ends.
+func serveOnFreePort(t testing.TB, name string, args func(addr string) []string, ours func(addr string) bool) (addr string, pid int) {
+	t.Helper()
+	var lastErr error
+	for range 5 {
+		addr, pid, err := serveOn(t, name, args, ours)
+		if err == nil {
+			return addr, pid
+		}
+		lastErr = err
+	}
+	t.Fatalf("%s did not start: %v", name, lastErr)
+	return "", 0
+}
+
+func serveOn(t testing.TB, name string, args func(addr string) []string, ours func(addr string) bool) (string, int, error) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", 0, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var log bytes.Buffer
+	cmd := exec.Command(name, args(addr)...)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	c, err := startChild(cmd)
+	if err != nil {
+		return "", 0, err
+	}
+	for {
+		select {
+		case <-c.exited:
+			c.stop()
+			return "", 0, fmt.Errorf("%s on %s exited: %v\n%s", name, addr, c.err, lastBytes(log.Bytes(), 4096))
+		default:
+		}
+		if ours(addr) {
+			t.Cleanup(c.stop)
+			return addr, cmd.Process.Pid, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

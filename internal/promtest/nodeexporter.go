@@ -1,11 +1,9 @@
 package promtest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,57 +48,21 @@ func StartNodeExporter(t testing.TB, dir string) *NodeExporter {
 	if err := os.WriteFile(filepath.Join(dir, markerFile), []byte(marker), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// As for StartServer: a port found free can be taken before the
-	// exporter binds it; then it exits, and another port is tried.
-	var lastErr error
-	for range 5 {
-		e, err := startExporter(t, dir, marker)
-		if err == nil {
-			return e
+	addr, pid := serveOnFreePort(t, "prometheus-node-exporter", func(addr string) []string {
+		return []string{
+			"--collector.disable-defaults",
+			"--collector.textfile",
+			"--collector.textfile.directory=" + dir,
+			"--web.listen-address=" + addr,
+			"--log.level=warn",
 		}
-		lastErr = err
-	}
-	t.Fatalf("node_exporter did not start: %v", lastErr)
-	return nil
-}
-
-func startExporter(t testing.TB, dir, marker string) (*NodeExporter, error) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var log bytes.Buffer
-	cmd := exec.Command("prometheus-node-exporter",
-		"--collector.disable-defaults",
-		"--collector.textfile",
-		"--collector.textfile.directory="+dir,
-		"--web.listen-address="+addr,
-		"--log.level=warn",
-	)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	c, err := startChild(cmd)
-	if err != nil {
-		return nil, err
-	}
-	url := "http://" + addr + "/metrics"
-	for {
-		select {
-		case <-c.exited:
-			c.stop()
-			return nil, fmt.Errorf("node_exporter on %s exited: %v\n%s", addr, c.err, lastBytes(log.Bytes(), 4096))
-		default:
-		}
+	}, func(addr string) bool {
 		// This exporter's, not another's on the port: it serves the
 		// marker of its own directory.
-		if body, err := get(url); err == nil && strings.Contains(body, strings.TrimSpace(marker)) {
-			t.Cleanup(c.stop)
-			return &NodeExporter{Addr: addr, Dir: dir, PID: cmd.Process.Pid}, nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		body, err := get("http://" + addr + "/metrics")
+		return err == nil && strings.Contains(body, strings.TrimSpace(marker))
+	})
+	return &NodeExporter{Addr: addr, Dir: dir, PID: pid}
 }
 
 // get is the body of a GET of url.

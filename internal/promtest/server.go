@@ -1,9 +1,7 @@
 package promtest
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -87,76 +85,35 @@ func StartServer(t testing.TB, o ServerOptions) *Server {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A free port is found by binding port 0 and closing it; another
-	// process can take it before prometheus binds it, which shows as
-	// prometheus exiting at once: then another port is tried.
-	var lastErr error
-	for range 5 {
-		s, err := start(t, cfgPath, data)
-		if err == nil {
-			return s
+	var client v1.API
+	addr, pid := serveOnFreePort(t, "prometheus", func(addr string) []string {
+		return []string{
+			"--config.file=" + cfgPath,
+			"--storage.tsdb.path=" + data,
+			// Blocks of any age stay: the test's series may be dated
+			// anywhere.
+			"--storage.tsdb.retention.time=100y",
+			"--web.listen-address=" + addr,
+			"--log.level=warn",
 		}
-		lastErr = err
-	}
-	t.Fatalf("prometheus did not start: %v", lastErr)
-	return nil
-}
-
-// start runs prometheus on a free port and waits until it answers.
-func start(t testing.TB, cfgPath, data string) (*Server, error) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var log bytes.Buffer
-	cmd := exec.Command("prometheus",
-		"--config.file="+cfgPath,
-		"--storage.tsdb.path="+data,
-		// Blocks of any age stay: the test's series may be dated
-		// anywhere.
-		"--storage.tsdb.retention.time=100y",
-		"--web.listen-address="+addr,
-		"--log.level=warn",
-	)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	c, err := startChild(cmd)
-	if err != nil {
-		return nil, err
-	}
-	url := "http://" + addr
-	client, err := api.NewClient(api.Config{Address: url})
-	if err != nil {
-		c.stop()
-		return nil, err
-	}
-	s := &Server{URL: url, API: v1.NewAPI(client), Dir: data, PID: cmd.Process.Pid}
-	// Starting takes as long as loading the blocks and replaying the
-	// write-ahead log: no deadline but the test's own, and prometheus
-	// exiting.
-	for {
-		select {
-		case <-c.exited:
-			c.stop()
-			return nil, fmt.Errorf("prometheus on %s exited: %v\n%s", addr, c.err, lastBytes(log.Bytes(), 4096))
-		default:
+	}, func(addr string) bool {
+		c, err := api.NewClient(api.Config{Address: "http://" + addr})
+		if err != nil {
+			return false
 		}
-		// The server answering must be this one, not another that took
-		// the port first (this one then exits): its storage says so.
+		client = v1.NewAPI(c)
+		// The server answering must be this one, not another that
+		// took the port first (this one then exits): its storage says
+		// so.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		flags, err := s.API.Flags(ctx)
+		defer cancel()
+		flags, err := client.Flags(ctx)
 		if err == nil {
-			_, _, _, err = s.API.Query(ctx, "1", time.Time{})
+			_, _, _, err = client.Query(ctx, "1", time.Time{})
 		}
-		cancel()
-		if err == nil && flags["storage.tsdb.path"] == data {
-			t.Cleanup(c.stop)
-			return s, nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && flags["storage.tsdb.path"] == data
+	})
+	return &Server{URL: "http://" + addr, API: client, Dir: data, PID: pid}
 }
 
 func lastBytes(b []byte, n int) []byte {
