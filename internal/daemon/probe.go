@@ -332,7 +332,8 @@ func (d *Daemon) lookUpProbe(pol *policy.Policy, rec *disk, dev *sysfs.Device, d
 			d: d, ctx: ctx, dp: dp, rec: rec, name: name, rule: rule, probe: pr, opts: opts, runner: runner,
 			slots: d.probes.slots, results: pol.Daemon.ProbeResults, facts: &facts,
 		}
-		d.tasks.Do(probeTask+name, func(context.Context) { dp.run.run(passOver) })
+		run := dp.run
+		d.tasks.Do(probeTask+name, func(context.Context) { run.run(passOver) })
 	}
 	rec.mu.Unlock()
 	d.mu.Unlock()
@@ -575,6 +576,11 @@ func (r *probeRun) failed(status string, err error) time.Time {
 	}
 	f.until = time.Now().Add(backoffAfter(f.failures))
 	r.rec.probeFailed = f
+	// The run is over for a reload from here, with the failure noted: a
+	// reload between the two must not keep the failed probe as one still
+	// running (probeEnded comes later), or the re-plan that follows finds
+	// the disk's probe taken and never probes the new settings.
+	r.dp.run = nil
 	return f.until
 }
 
