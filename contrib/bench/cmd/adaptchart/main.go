@@ -19,6 +19,8 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/iosched/iosched/contrib/bench/internal/chart"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -255,13 +257,5 @@ func draw1(rows []row, png, subtitle string) error {
 	const w, h = 10 * vg.Inch, 5 * vg.Inch
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(144))
 	p.Draw(draw.New(img))
-	f, err := os.Create(png)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("draw %s: %w", png, err)
-	}
-	return f.Close()
+	return chart.WritePNG(img, png)
 }

@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/iosched/iosched/contrib/bench/internal/chart"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -303,13 +305,5 @@ func draw1(k *key, png, subtitle string) error {
 	canvases := plot.Align(plots, tiles, dc)
 	top.Draw(canvases[0][0])
 	bottom.Draw(canvases[1][0])
-	f, err := os.Create(png)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("draw %s: %w", png, err)
-	}
-	return f.Close()
+	return chart.WritePNG(img, png)
 }

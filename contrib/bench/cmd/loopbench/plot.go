@@ -3,7 +3,8 @@ package main
 import (
 	"fmt"
 	"image/color"
-	"os"
+
+	"github.com/iosched/iosched/contrib/bench/internal/chart"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -100,15 +101,7 @@ func drawComparison(c Comparison, svg, png string) error {
 	}
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(144))
 	p.Draw(draw.New(img))
-	f, err := os.Create(png)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("draw %s: %w", png, err)
-	}
-	return f.Close()
+	return chart.WritePNG(img, png)
 }
 
 // secondsLabels writes each point's time, in ms below a second.
