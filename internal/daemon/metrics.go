@@ -136,11 +136,14 @@ func (d *Daemon) recordProbe(name string, rep *probe.Report) {
 	d.metrics.SetProbeCurves(name, probeCurves(rep, time.Now()))
 }
 
-// probeCurves is the metrics' form of a decision's curves: where the
-// decision came from (a probe run now, this machine's store, a seed
-// file) and when its figures were measured.
+// probeCurves is the metrics' form of a decision's curves: the key they
+// are of, where the decision came from (a probe run now, this machine's
+// store, a seed file) and when its figures were measured.
 func probeCurves(rep *probe.Report, now time.Time) metrics.ProbeCurves {
 	c := metrics.ProbeCurves{Source: "probed", At: now, Curves: map[string][]metrics.CurvePoint{}}
+	if rep.Key != (probe.Key{}) {
+		c.Key = rep.Key.String()
+	}
 	switch {
 	case strings.HasPrefix(rep.From, "seeded"):
 		c.Source, c.At = "seeded", rep.MeasuredAt

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -39,8 +40,12 @@ metrics_file = "` + metricsFile + `"
 		b, _ := os.ReadFile(metricsFile)
 		return string(b)
 	}
+	// Every series of the disk's carries its key, its info's.
+	series := func(name, labels, value string) *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^` + name + `\{disk="loop20000",key="loop/[^"]+"` + labels + `\} ` + value + `$`)
+	}
 	waitFor(t, 30*time.Second, "loop20000's series", func() bool {
-		return strings.Contains(read(), `iosched_disk_busy_depth_seconds_count{disk="loop20000"}`)
+		return series("iosched_disk_busy_depth_seconds_count", "", `\S+`).MatchString(read())
 	})
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -62,9 +67,9 @@ metrics_file = "` + metricsFile + `"
 	}()
 	waitFor(t, 30*time.Second, "loop20000's busy time at depth 4", func() bool {
 		s := read()
-		return strings.Contains(s, `iosched_disk_busy_depth_seconds_bucket{disk="loop20000",le="2"} 0`) &&
-			!strings.Contains(s, `iosched_disk_busy_depth_seconds_bucket{disk="loop20000",le="4"} 0`) &&
-			!strings.Contains(s, `iosched_disk_observed_ios_total{disk="loop20000",op="read"} 0`)
+		return series("iosched_disk_busy_depth_seconds_bucket", `,le="2"`, "0").MatchString(s) &&
+			series("iosched_disk_busy_depth_seconds_bucket", `,le="4"`, `[1-9]\S*|0\.\S+`).MatchString(s) &&
+			series("iosched_disk_observed_ios_total", `,op="read"`, `[1-9]\S*`).MatchString(s)
 	})
 	close(stop)
 	<-stopped

@@ -7,8 +7,9 @@
 //
 // It reads what the daemons wrote (package metrics) and node_exporter's
 // textfile collector exported: iosched_disk_info, the histogram's series
-// iosched_disk_busy_depth_seconds and iosched_probe_curve_iops, joined on
-// (instance, disk). Prometheus does the joins and the aggregation, so the
+// iosched_disk_busy_depth_seconds and iosched_probe_curve_iops, each
+// carrying its disk's hardware key. Prometheus does the aggregation by
+// key (and, with a match, the joins to the disks it selects), so the
 // answer for ten thousand disks is a few thousand series.
 //
 // # How the verdict is made
@@ -235,68 +236,72 @@ type queries struct {
 }
 
 // queriesFor builds the queries. The disks of the window are those with
-// an iosched_disk_info series in it (last_over_time), one series a disk
-// (topk by (instance, disk)), so the joins stay many-to-one: a disk whose
-// key changed within the window (a kernel upgrade) counts under one of
-// its keys, and its busy time with it. Telling the newer key apart would
-// select the info series three times over instead of once, which cost the
-// server about a third more on the 10,000-disk fleet.
+// an iosched_disk_info series in it (last_over_time); a disk whose key
+// changed within the window (a kernel upgrade: the key names the kernel)
+// counts under each key it had.
+//
+// The busy-time buckets and the curves carry their disk's key, so that
+// without a match they are summed by key as they are, busy time under
+// the key the disk had while busy: no join. Joining ten thousand disks'
+// 10 buckets and 18 curve points to their info series is what makes a
+// fleet's answer slow. A match selects by the info series' labels, so
+// with one the series are kept only where a selected info series has
+// their disk and key (and on, which asks nothing of how many info series
+// a disk has). The curves are those exported at the window's end (each
+// disk's decision as it stands); without a match, those of every disk
+// that exports curves of a key in the window, observed or not.
 func queriesFor(o Options) queries {
 	m := strings.TrimSpace(o.Match)
 	r := model.Duration(o.Range).String()
-	info := fmt.Sprintf(`topk by (instance, disk) (1, last_over_time(iosched_disk_info%s[%s]))`, m, r)
-	return queries{
-		disks: fmt.Sprintf(`count by (key, instance) (%s)`, info),
-		busy: fmt.Sprintf(`sum by (key, le) (increase(iosched_disk_busy_depth_seconds_bucket[%s]) * on (instance, disk) group_left (key) %s)`,
-			r, info),
-		// The curves are those exported at the window's end: each disk's
-		// decision as it stands. Seeded ones are told apart by source
-		// here, not by a matcher, which costs the server more. Their join
-		// is the longest evaluation and their answer the largest (a
-		// series per key, machine, scheduler, depth and source), so two
-		// queries share them and run at once over disjoint series:
-		// scheduler "none", which nearly every probe measures, and the
-		// others. The quantile is by scheduler, so no result series
-		// needs both.
-		curves: []string{
-			fmt.Sprintf(`quantile by (key, instance, scheduler, depth, source) (0.5, iosched_probe_curve_iops{scheduler="none"} * on (instance, disk) group_left (key) %s)`, info),
-			fmt.Sprintf(`quantile by (key, instance, scheduler, depth, source) (0.5, iosched_probe_curve_iops{scheduler!="none"} * on (instance, disk) group_left (key) %s)`, info),
-		},
+	info := fmt.Sprintf(`last_over_time(iosched_disk_info%s[%s])`, m, r)
+	q := queries{disks: fmt.Sprintf(`count by (key, instance) (count by (key, instance, disk) (%s))`, info)}
+	only := ""
+	if m != "" {
+		only = " and on (instance, disk, key) " + info
 	}
+	q.busy = fmt.Sprintf(`sum by (key, le) (increase(iosched_disk_busy_depth_seconds_bucket[%s])%s)`, r, only)
+	// Seeded curves are told apart by source in build, not by a matcher,
+	// which costs the server more. The curves' answer is the largest (a
+	// series per key, machine, scheduler, depth and source), so two
+	// queries share it and run at once over disjoint series: scheduler
+	// "none", which nearly every probe measures, and the others. The
+	// quantile is by scheduler, so no result series needs both.
+	const curves = `quantile by (key, instance, scheduler, depth, source) (0.5, iosched_probe_curve_iops{scheduler%s"none"}%s)`
+	q.curves = []string{fmt.Sprintf(curves, "=", only), fmt.Sprintf(curves, "!=", only)}
+	return q
 }
 
 // build makes the report of the queries' answers (the curves' answers
 // together).
 func build(disks, busy, curves model.Vector, minMachines int) *Report {
+	// The keys are those of the window's disks; busy time and curves of
+	// another key (a disk that exports curves but is not observed, a
+	// series without a key) are left out.
 	keys := map[string]*keyData{}
-	of := func(s *model.Sample) *keyData {
+	of := func(s *model.Sample) *keyData { return keys[string(s.Metric["key"])] }
+	for _, s := range disks {
 		k := string(s.Metric["key"])
 		d := keys[k]
 		if d == nil {
 			d = &keyData{buckets: map[float64]float64{}, curves: map[string]map[int]map[string]float64{}}
 			keys[k] = d
 		}
-		return d
-	}
-	for _, s := range disks {
-		d := of(s)
 		d.machines++
 		d.disks += int(s.Value)
 	}
 	for _, s := range busy {
 		le, err := strconv.ParseFloat(string(s.Metric["le"]), 64)
-		if err != nil || math.IsNaN(float64(s.Value)) {
-			continue
+		if d := of(s); d != nil && err == nil && !math.IsNaN(float64(s.Value)) {
+			d.buckets[le] += float64(s.Value)
 		}
-		of(s).buckets[le] += float64(s.Value)
 	}
 	for _, s := range curves {
 		depth, err := strconv.Atoi(string(s.Metric["depth"]))
 		v := float64(s.Value)
-		if err != nil || depth < 1 || math.IsNaN(v) || v <= 0 || s.Metric["source"] == "seeded" {
+		d := of(s)
+		if d == nil || err != nil || depth < 1 || math.IsNaN(v) || v <= 0 || s.Metric["source"] == "seeded" {
 			continue
 		}
-		d := of(s)
 		sched := string(s.Metric["scheduler"])
 		if d.curves[sched] == nil {
 			d.curves[sched] = map[int]map[string]float64{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -178,11 +179,23 @@ func TestQuerySmallFleet(t *testing.T) {
 	}
 }
 
-// Match narrows the disks to those of its matchers; a malformed one is
-// refused before any query.
+// Match narrows the disks to those of its matchers, and a match of every
+// disk answers as no match does (the one joins, the other sums the
+// series' own keys); a malformed one is refused before any query.
 func TestQueryMatch(t *testing.T) {
 	t.Parallel()
 	srv := promtest.StartServer(t, promtest.ServerOptions{OpenMetrics: promtest.OpenMetrics(smallFleet(), end, 2*time.Hour, time.Minute)})
+	all, err := Query(context.Background(), srv.API, Options{Range: time.Hour, At: end, MinMachines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	every, err := Query(context.Background(), srv.API, Options{Match: `{job="node"}`, Range: time.Hour, At: end, MinMachines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(all, every) {
+		t.Errorf("a match of every disk:\n%+v\nno match:\n%+v", every, all)
+	}
 	rep, err := Query(context.Background(), srv.API, Options{Match: `{class="nvme"}`, Range: time.Hour, At: end, MinMachines: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -199,33 +212,45 @@ func TestQueryMatch(t *testing.T) {
 }
 
 // A disk whose key changed within the window (a kernel upgrade: the key
-// names the kernel) has two info series; the joins still work, and the
-// disk and its busy time count once, under one of its keys.
+// names the kernel) counts under each key it had, with the busy time it
+// had under each, with a match or without.
 func TestQueryKeyChangedInWindow(t *testing.T) {
 	t.Parallel()
 	oldKey := "virtio/virtio_blk/-/hwq1/qd256/10737418240B/6.17.0"
+	keyAt := func(i int) string {
+		if i > 30 {
+			return keyA
+		}
+		return oldKey
+	}
 	var b strings.Builder
 	for i := 0; i <= 60; i++ {
 		ts := end.Add(time.Duration(i-60) * time.Minute).Unix()
-		key := oldKey
-		if i > 30 {
-			key = keyA
-		}
-		fmt.Fprintf(&b, "iosched_disk_info{instance=\"m1:9100\",job=\"node\",disk=\"vda\",key=%q,class=\"virtio\"} 1 %d\n", key, ts)
+		fmt.Fprintf(&b, "iosched_disk_info{instance=\"m1:9100\",job=\"node\",disk=\"vda\",key=%q,class=\"virtio\"} 1 %d\n", keyAt(i), ts)
 	}
 	for _, le := range []string{"1", "+Inf"} {
 		for i := 0; i <= 60; i++ {
 			ts := end.Add(time.Duration(i-60) * time.Minute).Unix()
-			fmt.Fprintf(&b, "iosched_disk_busy_depth_seconds_bucket{instance=\"m1:9100\",job=\"node\",disk=\"vda\",le=%q} %d %d\n", le, 30*i, ts)
+			fmt.Fprintf(&b, "iosched_disk_busy_depth_seconds_bucket{instance=\"m1:9100\",job=\"node\",disk=\"vda\",key=%q,le=%q} %d %d\n", keyAt(i), le, 30*i, ts)
 		}
 	}
 	b.WriteString("# EOF\n")
 	srv := promtest.StartServer(t, promtest.ServerOptions{OpenMetrics: []byte(b.String())})
-	rep, err := Query(context.Background(), srv.API, Options{Range: time.Hour, At: end, MinMachines: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Keys) != 1 || (rep.Keys[0].Key != keyA && rep.Keys[0].Key != oldKey) || rep.Keys[0].Disks != 1 || !near(rep.Keys[0].BusyHours, 0.5) {
-		t.Errorf("report %+v, want one disk under one of its keys, half an hour busy", rep.Keys)
+	for _, match := range []string{"", `{class="virtio"}`} {
+		rep, err := Query(context.Background(), srv.API, Options{Match: match, Range: time.Hour, At: end, MinMachines: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Half a second of busy time a second, for half an hour under
+		// each key: a quarter of an hour each, give or take the 30 s a
+		// series' increase is extrapolated by at its open end.
+		if len(rep.Keys) != 2 {
+			t.Fatalf("match %q: report %+v, want the disk under both its keys", match, rep.Keys)
+		}
+		for _, k := range rep.Keys {
+			if k.Machines != 1 || k.Disks != 1 || math.Abs(k.BusyHours-0.25) > 31.0/3600 {
+				t.Errorf("match %q: key %s: %d machines, %d disks, %g busy hours; want 1, 1, 0.25 within 30 s", match, k.Key, k.Machines, k.Disks, k.BusyHours)
+			}
+		}
 	}
 }

@@ -73,7 +73,10 @@ their ends. A key with no probe data, no busy time, or fewer than
 --min-machines machines says so instead of a verdict.
 
 --match adds PromQL label matchers on iosched_disk_info, e.g.
---match '{key=~"virtio.*"}' or '{job="node",class="nvme"}'. --range is a
+--match '{key=~"virtio.*"}' or '{job="node",class="nvme"}': busy time
+and curves are then those of the disks it selects (a join, which costs
+Prometheus more on a large fleet); without it, the curves are those of
+every disk of the key that exports them, observed or not. --range is a
 Prometheus duration (7d, 12h). --at ends the window elsewhere than now
 (RFC 3339).
 

@@ -363,9 +363,11 @@ func final(t *testing.T, m *machine) float64 {
 		t.Fatal(err)
 	}
 	promtest.Parse(t, b)
-	prefix := fmt.Sprintf("iosched_disk_busy_depth_seconds_count{disk=%q} ", m.loop.Name)
+	// The disk's labels come first, the others (its key) after.
+	prefix := fmt.Sprintf("iosched_disk_busy_depth_seconds_count{disk=%q", m.loop.Name)
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
+		if rest, ok := strings.CutPrefix(line, prefix); ok && (rest[0] == ',' || rest[0] == '}') {
+			_, v, _ := strings.Cut(rest, "} ")
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {
 				t.Fatalf("%s: %q", m.textfile, line)

@@ -50,8 +50,9 @@ func TestBusyDepthsExposition(t *testing.T) {
 		t.Errorf("vdb count: %v, %v", v, ok)
 	}
 	// A disk's buckets are written in bucket order.
-	first := strings.Index(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",le="1"}`)
-	inf := strings.Index(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",le="256"}`)
+	const vdaKey = `key="virtio/virtio_blk/-/hwq2/qd256/1073741824B/6.1.0"`
+	first := strings.Index(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",`+vdaKey+`,le="1"}`)
+	inf := strings.Index(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",`+vdaKey+`,le="256"}`)
 	if first < 0 || inf < first {
 		t.Errorf("vda's buckets out of order:\n%s", out)
 	}
@@ -65,9 +66,18 @@ func TestBusyDepthsExposition(t *testing.T) {
 		"key": "virtio/virtio_blk/-/hwq2/qd256/1073741824B/6.1.0"}); !ok || v != 1 {
 		t.Errorf("vda's info = %v, %v", v, ok)
 	}
-	// A +Inf bucket is written as such.
-	if !strings.Contains(string(out), `iosched_disk_busy_depth_seconds_bucket{disk="vda",le="+Inf"} 17.75`) {
-		t.Errorf("no +Inf bucket of 17.75 for vda:\n%s", out)
+	// A +Inf bucket is written as such; every series of a disk carries
+	// its info's key, none when it has no info.
+	for _, line := range []string{
+		`iosched_disk_busy_depth_seconds_bucket{disk="vda",` + vdaKey + `,le="+Inf"} 17.75`,
+		`iosched_disk_busy_depth_seconds_sum{disk="vda",` + vdaKey + `} 1259.5`,
+		`iosched_disk_busy_depth_seconds_count{disk="vda",` + vdaKey + `} 17.75`,
+		`iosched_disk_observed_ios_total{disk="vda",` + vdaKey + `,op="read"} 5600`,
+		`iosched_disk_busy_depth_seconds_count{disk="vdb"} 0`,
+	} {
+		if !strings.Contains(string(out), line+"\n") {
+			t.Errorf("no line %s:\n%s", line, out)
+		}
 	}
 }
 
@@ -151,12 +161,13 @@ func BenchmarkFile1000Observed(b *testing.B) {
 }
 
 // A disk's probe curves come out one series per candidate and depth, with
-// their source, and the measurement's time; ForgetProbe drops them.
+// their key (when known) and source, and the measurement's time;
+// ForgetProbe drops them.
 func TestProbeCurvesExposition(t *testing.T) {
 	t.Parallel()
 	r := New(Options{})
 	at := time.Unix(1700000000, 500000000)
-	r.SetProbeCurves("vda", ProbeCurves{Source: "seeded", At: at, Curves: map[string][]CurvePoint{
+	r.SetProbeCurves("vda", ProbeCurves{Key: "virtio/virtio_blk/-/hwq2/qd256/1073741824B/6.1.0", Source: "seeded", At: at, Curves: map[string][]CurvePoint{
 		"none":        {{Depth: 1, IOPS: 9000}, {Depth: 32, IOPS: 143000}},
 		"mq-deadline": {{Depth: 1, IOPS: 9500}, {Depth: 32, IOPS: 120000}},
 	}})
@@ -168,12 +179,12 @@ func TestProbeCurvesExposition(t *testing.T) {
 		sched, depth string
 		want         float64
 	}{{"none", "1", 9000}, {"none", "32", 143000}, {"mq-deadline", "1", 9500}, {"mq-deadline", "32", 120000}} {
-		v, ok := value(fams, "iosched_probe_curve_iops", map[string]string{"disk": "vda", "scheduler": c.sched, "depth": c.depth, "source": "seeded"})
+		v, ok := value(fams, "iosched_probe_curve_iops", map[string]string{"disk": "vda", "key": "virtio/virtio_blk/-/hwq2/qd256/1073741824B/6.1.0", "scheduler": c.sched, "depth": c.depth, "source": "seeded"})
 		if !ok || v != c.want {
 			t.Errorf("vda %s at depth %s = %v, %v; want %v", c.sched, c.depth, v, ok, c.want)
 		}
 	}
-	if v, ok := value(fams, "iosched_probe_timestamp_seconds", map[string]string{"disk": "vda", "source": "seeded"}); !ok || v != 1700000000.5 {
+	if v, ok := value(fams, "iosched_probe_timestamp_seconds", map[string]string{"disk": "vda", "key": "virtio/virtio_blk/-/hwq2/qd256/1073741824B/6.1.0", "source": "seeded"}); !ok || v != 1700000000.5 {
 		t.Errorf("vda's timestamp = %v, %v", v, ok)
 	}
 	if strings.Contains(string(out), `"vdb"`) {

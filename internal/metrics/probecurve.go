@@ -16,6 +16,10 @@ type CurvePoint struct {
 // candidate's curve, where the decision came from and when it was
 // measured.
 type ProbeCurves struct {
+	// Key is the hardware key the decision's figures are of; the series
+	// carry it, so that the fleet groups curves by key without joining
+	// them to iosched_disk_info. "" leaves the label out.
+	Key string
 	// Source is "probed" (run here), "remembered" (this machine's
 	// store) or "seeded" (a seed file).
 	Source string
@@ -28,7 +32,7 @@ type ProbeCurves struct {
 // SetProbeCurves replaces a disk's probe curves. ForgetProbe drops them
 // with the disk's other probe series.
 func (r *Recorder) SetProbeCurves(disk string, c ProbeCurves) {
-	cp := ProbeCurves{Source: c.Source, At: c.At, Curves: map[string][]CurvePoint{}}
+	cp := ProbeCurves{Key: c.Key, Source: c.Source, At: c.At, Curves: map[string][]CurvePoint{}}
 	for s, pts := range c.Curves {
 		cp.Curves[s] = slices.Clone(pts)
 	}
@@ -44,18 +48,27 @@ func (r *Recorder) SetProbeCurves(disk string, c ProbeCurves) {
 // curveFamilies renders the probe curves. Called with r.mu held.
 func (r *Recorder) curveFamilies() []*family {
 	iops := &family{name: "iosched_probe_curve_iops", kind: "gauge",
-		help: "Read operations per second a disk's probe measured at each depth, by scheduler; source says whether probed here, remembered or seeded."}
+		help: "Read operations per second a disk's probe measured at each depth, by scheduler; key is the hardware key, source says whether probed here, remembered or seeded."}
 	ts := &family{name: "iosched_probe_timestamp_seconds", kind: "gauge",
 		help: "When the figures of a disk's probe decision were measured, in seconds since the Unix epoch; source as for the curves."}
 	for disk, c := range r.curves {
 		for sched, pts := range c.Curves {
 			for _, p := range pts {
-				iops.add(p.IOPS, "disk", disk, "scheduler", sched, "depth", strconv.Itoa(p.Depth), "source", c.Source)
+				iops.add(p.IOPS, withKey([]string{"disk", disk}, c.Key, "scheduler", sched, "depth", strconv.Itoa(p.Depth), "source", c.Source)...)
 			}
 		}
 		if !c.At.IsZero() {
-			ts.add(float64(c.At.UnixNano())/1e9, "disk", disk, "source", c.Source)
+			ts.add(float64(c.At.UnixNano())/1e9, withKey([]string{"disk", disk}, c.Key, "source", c.Source)...)
 		}
 	}
 	return []*family{iops, ts}
+}
+
+// withKey is labels, then key (when not ""), then more: the label pairs
+// of a per-disk series that carries its disk's hardware key.
+func withKey(labels []string, key string, more ...string) []string {
+	if key != "" {
+		labels = append(labels, "key", key)
+	}
+	return append(labels, more...)
 }

@@ -65,14 +65,14 @@ func OpenMetrics(fleet []Machine, end time.Time, span, step time.Duration) []byt
 						le = strconv.FormatFloat(BusyBounds[i], 'g', -1, 64)
 					}
 					rate := cum
-					series("iosched_disk_busy_depth_seconds_bucket", fmt.Sprintf(`%s,le=%q`, base, le),
+					series("iosched_disk_busy_depth_seconds_bucket", fmt.Sprintf(`%s,key=%q,le=%q`, base, d.Key, le),
 						func(ts int64) float64 { return rate * float64(ts-t0) })
 				}
 			}
 			for _, sched := range slices.Sorted(maps.Keys(d.Curves)) {
 				for _, depth := range slices.Sorted(maps.Keys(d.Curves[sched])) {
 					v := d.Curves[sched][depth]
-					series("iosched_probe_curve_iops", fmt.Sprintf(`%s,scheduler=%q,depth="%d",source=%q`, base, sched, depth, d.Source),
+					series("iosched_probe_curve_iops", fmt.Sprintf(`%s,key=%q,scheduler=%q,depth="%d",source=%q`, base, d.Key, sched, depth, d.Source),
 						func(int64) float64 { return v })
 				}
 			}
