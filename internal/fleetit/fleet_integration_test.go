@@ -154,9 +154,17 @@ func TestIntegrationFleet(t *testing.T) {
 	}
 
 	// The probes' reads are the daemons' busy time too (they observe
-	// every second): the window starts after them. Each disk, idle
-	// again, has its busy seconds settle in its metrics file, and
-	// Prometheus has scraped that before the window starts.
+	// every second), at depths that change within a second and, on the
+	// slow loop, sit on the buckets' bounds: the window starts after
+	// them. Each disk, idle again, has its busy seconds settle in its
+	// metrics file, and Prometheus has scraped that before the window
+	// starts. What the probes left in the buckets still shapes increase()
+	// at the window's start: it extrapolates each bucket back to the
+	// start from its first sample there, but no further than where that
+	// bucket's count would reach zero, so a bucket the probes left less
+	// in is extrapolated less. That moves at most about a scrape
+	// interval's part of the window's busy time (2 points) between
+	// buckets.
 	windowStart := settle(t, srv, ms)
 
 	// The test's own view of the disks: each loop's stat every second.
