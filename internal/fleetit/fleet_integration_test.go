@@ -59,7 +59,12 @@ type machine struct {
 // stepping between rounds, which rightly decides nothing and exports no
 // curve. io_uring: the three daemons share one process, and psync's
 // readers would have each raise and restore the process's GOMAXPROCS
-// (procs.Raiser, one per process) under the others' probes.
+// (procs.Raiser, one per process) under the others' probes. And psync's
+// 16 readers each need a CPU to see a measurement's end and return,
+// which a busy machine delays past the drain the probe's budget counts
+// (the disk's own read time, as sized): psync probes of a /dev/shm loop
+// can run out of their budget under such load; io_uring's one reader
+// needs one CPU for all its reads.
 const probeTable = `[rule.probe]
 engine = "io_uring"
 candidates = ["none", "mq-deadline"]
