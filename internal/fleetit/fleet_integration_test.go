@@ -28,7 +28,6 @@ import (
 	"github.com/iosched/iosched/internal/observe"
 	"github.com/iosched/iosched/internal/probe"
 	"github.com/iosched/iosched/internal/promtest"
-	"github.com/iosched/iosched/internal/sysfs"
 	"github.com/iosched/iosched/internal/ueventtest"
 )
 
@@ -51,20 +50,41 @@ type machine struct {
 	stop                     func() error
 }
 
-// The probe's method, the same for the records and the daemons'
-// [rule.probe].
-var probeMethod = probe.Method{Engine: "psync", Depth: 16, BlockSize: 4096, Depths: []int{1, 4, 16}, Candidates: []string{"none", "mq-deadline"}}
+// probeTable is every daemon's [rule.probe]: a short probe (one round,
+// 100 ms a measurement, the curve at 1, 4 and 16), so that it fits its
+// budget on the slow loop too, where 16 reads in flight take 32 ms to
+// drain. One round, as the fleet only needs each disk's curves: a probe
+// of several rounds on a machine this busy (three machines' probes at
+// once, on the CPUs their loops and readers share) can find its rate
+// stepping between rounds, which rightly decides nothing and exports no
+// curve. io_uring: the three daemons share one process, and psync's
+// readers would have each raise and restore the process's GOMAXPROCS
+// (procs.Raiser, one per process) under the others' probes. And psync's
+// 16 readers each need a CPU to see a measurement's end and return,
+// which a busy machine delays past the drain the probe's budget counts
+// (the disk's own read time, as sized): psync probes of a /dev/shm loop
+// can run out of their budget under such load; io_uring's one reader
+// needs one CPU for all its reads.
+const probeTable = `[rule.probe]
+engine = "io_uring"
+candidates = ["none", "mq-deadline"]
+depths = [1, 4, 16]
+depth = 16
+duration = "100ms"
+rounds = 1
+`
 
 // TestIntegrationFleet: three machines, two with a loop over /dev/shm (one
 // hardware key), one with a loop over a slow FUSE file (another key), each
-// with its own daemon observing its loop every second, its probe record,
-// node_exporter and reader depth; a real Prometheus scrapes the three
-// exporters every second and evaluates contrib/prometheus's rules. What
-// iosched fleet reads from it must be what the test reads itself: each
-// key's machines and disks, the probe store's key, the curves of the
-// daemons' probe records to the bit, and the busy time's shares by depth
-// within 5 points of what the loops' own stat files say over the same
-// window (time in queue over busy time, each second).
+// with its own daemon observing its loop every second and probing it
+// through its policy's [rule.probe], its node_exporter and reader depth; a
+// real Prometheus scrapes the three exporters every second and evaluates
+// contrib/prometheus's rules. What iosched fleet reads from it must be
+// what the test reads itself: each key's machines and disks, the probe
+// store's key, the curves of the probe records the daemons wrote to the
+// bit, and the busy time's shares by depth within 5 points of what the
+// loops' own stat files say over the same window (time in queue over busy
+// time, each second).
 //
 // IOSCHED_FLEET_REPORT=FILE writes `iosched fleet --json`'s output there
 // (contrib/bench/cmd/fleetplot draws it).
@@ -110,30 +130,47 @@ func TestIntegrationFleet(t *testing.T) {
 		targets[i] = m.exporter.Addr
 	}
 	srv := promtest.StartServer(t, promtest.ServerOptions{Config: promtest.ScrapeConfig(time.Second, []string{rules}, targets...)})
-
-	// Each daemon's probe record is in its state directory before it
-	// starts, as a probe run earlier would have left it: the daemon
-	// takes the remembered result (no probe of its own, whose reads its
-	// observed busy time would hold) and exports its curves. The
-	// figures are made up, each machine's its own, fractions and all:
-	// the curves must come through to the bit.
-	records := map[string]probe.Record{} // by machine
-	for i, m := range ms {
-		records[m.name] = remember(t, m, float64(i+1))
-	}
 	setUp := time.Now()
 
+	// Each daemon finds no probe record in its state directory: it
+	// probes its loop (idle: no reader runs yet), remembers the result
+	// in probes.json and exports its curves as "probed".
 	for _, m := range ms {
 		m.startDaemon(t)
 	}
-	// Every machine's disk is observed, with its curves, and Prometheus
-	// has scraped it, before the readers start: the window's busy time
-	// is then all in the series.
-	eventually.True(t, 20*time.Second, "Prometheus has each disk's histogram and curves", func() bool {
+	eventually.True(t, 30*time.Second, "Prometheus has each disk's histogram and the curves its daemon probed", func() bool {
+		for _, m := range ms {
+			for _, l := range m.log.Lines(`msg="probe `, "device="+m.loop.Name) {
+				if !isProbeProgress(l) {
+					t.Fatalf("machine %s's probe of %s: %s", m.name, m.loop.Name, l)
+				}
+			}
+		}
 		return count(t, srv, `iosched_disk_busy_depth_seconds_count`) == len(ms) &&
-			count(t, srv, `count by (instance, disk) (iosched_probe_curve_iops{source="remembered"})`) == len(ms)
+			count(t, srv, `count by (instance, disk) (iosched_probe_curve_iops{source="probed"})`) == len(ms)
 	})
-	ready := time.Now()
+	probed := time.Now()
+	records := map[string]probe.Record{} // by machine, as its daemon wrote it
+	for _, m := range ms {
+		records[m.name] = recordOf(t, m)
+		for _, l := range m.log.Lines(`msg="probe `, "device="+m.loop.Name) {
+			t.Logf("machine %s: %s", m.name, l)
+		}
+	}
+
+	// The probes' reads are the daemons' busy time too (they observe
+	// every second), at depths that change within a second and, on the
+	// slow loop, sit on the buckets' bounds: the window starts after
+	// them. Each disk, idle again, has its busy seconds settle in its
+	// metrics file, and Prometheus has scraped that before the window
+	// starts. What the probes left in the buckets still shapes increase()
+	// at the window's start: it extrapolates each bucket back to the
+	// start from its first sample there, but no further than where that
+	// bucket's count would reach zero, so a bucket the probes left less
+	// in is extrapolated less. That moves at most about a scrape
+	// interval's part of the window's busy time (2 points) between
+	// buckets.
+	windowStart := settle(t, srv, ms)
 
 	// The test's own view of the disks: each loop's stat every second.
 	sampler := startSampler(ms)
@@ -160,15 +197,20 @@ func TestIntegrationFleet(t *testing.T) {
 		return true
 	})
 	// The window ends at a whole second (iosched fleet --at takes
-	// seconds); the queries wait until every scrape of a time before it
-	// is in (a scrape's timeout is its interval), so that each of them
-	// sees the same samples.
+	// seconds), at least the minute fleet takes after its start, so
+	// that it holds the readers' busy time and none of the probes'.
+	// The queries wait until every scrape of a time before it is in (a
+	// scrape's timeout is its interval), so that each of them sees the
+	// same samples.
 	at := time.Now().Truncate(time.Second).Add(time.Second)
+	if earliest := windowStart.Add(time.Minute).Truncate(time.Second).Add(time.Second); at.Before(earliest) {
+		at = earliest
+	}
+	window := at.Sub(windowStart).Truncate(time.Second)
 	time.Sleep(time.Until(at.Add(2 * time.Second)))
-	// The window reaches back past the readers' start, to the disks'
-	// first samples (idle: nothing read them before), and is at least
-	// the minute fleet takes.
-	window := max(time.Minute, at.Sub(ready).Truncate(time.Second)+5*time.Second)
+	if n := countAt(t, srv, `count by (instance, disk) (iosched_probe_curve_iops{source="probed"})`, at); n != len(ms) {
+		t.Errorf("at the window's end %d disks have probed curves, want %d", n, len(ms))
+	}
 
 	rep, err := fleet.Query(context.Background(), srv.API, fleet.Options{Range: window, At: at, MinMachines: 1})
 	if err != nil {
@@ -196,7 +238,8 @@ func TestIntegrationFleet(t *testing.T) {
 	checkCurves(t, rep, ms, records)
 	checkShares(t, rep, ms, records, want)
 	checkRules(t, srv, ms, records)
-	t.Logf("set up %.1fs, daemons observed and scraped %.1fs later, whole test %.1fs", setUp.Sub(start).Seconds(), ready.Sub(setUp).Seconds(), time.Since(start).Seconds())
+	t.Logf("set up %.1fs, the daemons' probes scraped %.1fs later, the window started %.1fs after, %s long; whole test %.1fs",
+		setUp.Sub(start).Seconds(), probed.Sub(setUp).Seconds(), windowStart.Sub(probed).Seconds(), window, time.Since(start).Seconds())
 }
 
 // rulesEvery is contrib/prometheus's rules evaluated every interval, not
@@ -220,50 +263,68 @@ func rulesEvery(t *testing.T, interval time.Duration) string {
 	return p
 }
 
-// remember writes m's probe record into its state directory
-// (probes.json, through the store's own Remember): the key of its loop as
-// a probe reads it, probeMethod, and curves scaled by f.
-func remember(t *testing.T, m *machine, f float64) probe.Record {
+// recordOf is the probe record m's daemon wrote into its state directory
+// (probes.json): one, of its loop, measured as its [rule.probe] asked.
+func recordOf(t *testing.T, m *machine) probe.Record {
 	t.Helper()
-	fs, err := sysfs.NewFS("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := fs.Device(m.loop.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := probe.Record{Key: probe.KeyOf(fs, dev), Device: m.loop.Name, At: time.Now().Add(-time.Minute).UTC(),
-		Method: probeMethod, Rounds: 1, DurationS: 1.5, Incumbent: "none"}
-	for j, sched := range probeMethod.Candidates {
-		c := probe.Candidate{Scheduler: sched}
-		for _, d := range probeMethod.Depths {
-			// IOPS growing with depth, the candidates crossing: none
-			// ahead at depth 1, mq-deadline deeper; a third of an
-			// IOPS so the figures have every bit.
-			iops := f * (30000 - 10000*float64(j) + 3000*float64(d*(1+j))) / 3
-			c.Curve = append(c.Curve, probe.CurvePoint{Depth: d, ObservedDepth: float64(d), IOPS: iops})
-		}
-		c.QD1IOPS, c.IOPS = c.Curve[0].IOPS, c.Curve[len(c.Curve)-1].IOPS
-		rec.Figures = append(rec.Figures, c)
-	}
-	if err := rec.Check(time.Now()); err != nil {
-		t.Fatalf("machine %s's record: %v", m.name, err)
-	}
-	if err := probe.OpenStore(m.state, nil).Remember(rec); err != nil {
-		t.Fatal(err)
-	}
 	recs, err := probe.OpenStore(m.state, nil).Records()
 	if err != nil || len(recs) != 1 {
-		t.Fatalf("machine %s's records: %v, %v", m.name, recs, err)
+		t.Fatalf("machine %s's probe records: %v, %v", m.name, recs, err)
 	}
-	return recs[0]
+	rec := recs[0]
+	if rec.Device != m.loop.Name || rec.Engine != "io_uring" || rec.Rounds != 1 || len(rec.Figures) != 2 || rec.Disturbed != "" {
+		t.Fatalf("machine %s's probe record is not its [rule.probe]'s on %s: %+v", m.name, m.loop.Name, rec)
+	}
+	if err := rec.Check(time.Now()); err != nil {
+		t.Fatalf("machine %s's probe record: %v", m.name, err)
+	}
+	return rec
+}
+
+// isProbeProgress tells a daemon's log line of a probe going its way
+// (queued, started, decided) from one of a probe that failed, was refused,
+// postponed or cancelled, none of which exports curves.
+func isProbeProgress(line string) bool {
+	for _, msg := range []string{`msg="probe queued`, `msg="probe started"`, `msg="probe decided"`} {
+		if strings.Contains(line, msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// settle waits until each machine's disk, idle, has the same busy seconds
+// in its metrics file for two seconds (the daemon samples every second and
+// writes the file at most a second later) and Prometheus has scraped
+// them, and returns when: a window starting then holds none of the busy
+// time before.
+func settle(t *testing.T, srv *promtest.Server, ms []*machine) time.Time {
+	t.Helper()
+	const still = 2 * time.Second
+	type seen struct {
+		busy  float64
+		since time.Time
+	}
+	last := map[string]seen{}
+	eventually.True(t, 20*time.Second, "each disk's busy seconds settled, and scraped", func() bool {
+		ok := true
+		for _, m := range ms {
+			f := final(t, m)
+			if s, had := last[m.name]; !had || s.busy != f {
+				last[m.name] = seen{f, time.Now()}
+				ok = false
+				continue
+			}
+			ok = ok && time.Since(last[m.name].since) >= still && scraped(t, srv, m) == f
+		}
+		return ok
+	})
+	return time.Now()
 }
 
 // startDaemon runs the machine's daemon in this process until the test
-// ends: a policy that observes its loop every second, with the probe
-// method of its record, writing the metrics file into the exporter's
-// directory.
+// ends: a policy that observes its loop every second and probes it
+// (probeTable), writing the metrics file into the exporter's directory.
 func (m *machine) startDaemon(t *testing.T) {
 	t.Helper()
 	pol := filepath.Join(m.state, "policy.toml")
@@ -276,12 +337,7 @@ name = "fleet test %s"
 observe = "1s"
 [rule.match]
 name = %q
-[rule.probe]
-engine = %q
-depths = [1, 4, 16]
-depth = %d
-block_size = %d
-`, filepath.Join(m.textfile, "iosched.prom"), m.name, m.loop.Name, probeMethod.Engine, probeMethod.Depth, probeMethod.BlockSize)
+%s`, filepath.Join(m.textfile, "iosched.prom"), m.name, m.loop.Name, probeTable)
 	if err := os.WriteFile(pol, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +385,13 @@ block_size = %d
 // count is the number of series query gives now.
 func count(t *testing.T, srv *promtest.Server, query string) int {
 	t.Helper()
-	v, _, _, err := srv.API.Query(context.Background(), query, time.Now())
+	return countAt(t, srv, query, time.Now())
+}
+
+// countAt is the number of series query gives at a time.
+func countAt(t *testing.T, srv *promtest.Server, query string, at time.Time) int {
+	t.Helper()
+	v, _, _, err := srv.API.Query(context.Background(), query, at)
 	if err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
