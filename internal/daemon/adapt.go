@@ -64,6 +64,11 @@ type adaptDisk struct {
 	// shown is what the state file was last told of, so that a sample
 	// that changes nothing a reader sees does not rewrite it.
 	shown adaptNews
+	// metered is the disk's depths (the last sample's busy depth, the
+	// window's) as the metrics were last given them, meteredOnce that
+	// they were: an idle disk's samples leave the recorder alone.
+	metered     [2]float64
+	meteredOnce bool
 }
 
 // adaptNews is what makes an adaptive disk's state worth writing again.
@@ -289,7 +294,10 @@ func (d *Daemon) sampleDue(now time.Time) {
 				// Under the record's lock, so that a controller
 				// dropped meanwhile (its series forgotten after) gets
 				// no series back.
-				d.metrics.SetAdaptDepth(rec.name.String(), act.point.BusyDepth, act.depth)
+				if depths := [2]float64{act.point.BusyDepth, act.depth}; !x.meteredOnce || depths != x.metered {
+					d.metrics.SetAdaptDepth(rec.name.String(), depths[0], depths[1])
+					x.metered, x.meteredOnce = depths, true
+				}
 				if act.dec.Switch || act.dec.Unpin || act.news || hook {
 					acts = append(acts, act)
 				}
