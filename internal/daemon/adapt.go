@@ -279,6 +279,7 @@ type adaptAction struct {
 // record's lock is nothing, so such a pass allocates nothing per disk and
 // keeps no per-disk list.
 func (d *Daemon) sampleDue(now time.Time) {
+	defer d.metrics.Hold()() // the pass's figures in one write, after it
 	var acts []adaptAction
 	hook := d.cfg.hooks.adaptSampled != nil
 	for _, rec := range d.records() {

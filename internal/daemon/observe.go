@@ -171,6 +171,7 @@ func (d *Daemon) sampleObserved(ctx context.Context) {
 // nothing per disk: the CPU target (0.5% of one CPU for 1000 disks at
 // 5 s) leaves a sample a few microseconds, most of them the read.
 func (d *Daemon) sampleObservedDue(now time.Time) {
+	defer d.metrics.Hold()() // the pass's figures in one write, after it
 	for _, rec := range d.records() {
 		rec.mu.Lock()
 		if x := rec.observed; x != nil && !x.next.After(now) {
