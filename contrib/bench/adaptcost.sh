@@ -23,7 +23,11 @@
 # Each daemon has its own state and runtime directories and lock file; its
 # policy matches only the loops of the way. A measurement starts once the
 # state file shows every disk managed (and, with [rule.adapt], every disk
-# with its adapt entry), and counts only seconds with no uevent near them
+# with its adapt entry) and its sampler has taken two samples of every
+# disk (the first opens 1000 stat files and takes the baselines, the
+# second gives the metrics file every disk's series: once per disk, not
+# the steady cost; a way that samples waits 2 sample intervals + 3 s,
+# one that does not 3 s), and counts only seconds with no uevent near them
 # (loopbench idle: others' devices come and go on a shared machine).
 #
 # Environment: WINDOW (quiet seconds per measurement, default 60), REPS,
@@ -160,10 +164,11 @@ policy() {
 # measure WAY R: a fresh daemon of the way, until its disks are all
 # managed (and adaptive), then its CPU over WINDOW quiet seconds.
 measure() {
-	local way=$1 r=$2 pol want adapt=0 i got
+	local way=$1 r=$2 pol want adapt=0 i got settle=3
 	pol=$(policy "$way")
 	case $way in *100) want=100 ;; *) want=1000 ;; esac
 	case $way in adapt*) adapt=$want ;; esac
+	case $way in adapt1000s1) settle=5 ;; adapt* | observe*) settle=13 ;; esac
 	rm -rf "$TMP/run" "$TMP/state"
 	mkdir -p "$TMP/run" "$TMP/state"
 	"$LB" waitready -socket "$TMP/notify.sock" -timeout 120s >/dev/null &
@@ -185,8 +190,8 @@ measure() {
 		log "$way: the state file shows '$got' (managed, adaptive), want '$want $adapt' after 60 s"
 		exit 1
 	fi
-	log "round $r: $way: $want disks managed, $adapt adaptive; measuring $WINDOW quiet seconds"
-	"$LB" idle -pid "$DAEMON_PID" -settle 3s -quiet "$WINDOW" -max $((3 * WINDOW)) >"$TMP/$way-r$r.json"
+	log "round $r: $way: $want disks managed, $adapt adaptive; settling ${settle}s, measuring $WINDOW quiet seconds"
+	"$LB" idle -pid "$DAEMON_PID" -settle "${settle}s" -quiet "$WINDOW" -max $((3 * WINDOW)) >"$TMP/$way-r$r.json"
 	kill -0 "$DAEMON_PID" || { log "$way: the daemon died"; exit 1; }
 	stop_pid "$DAEMON_PID"
 	DAEMON_PID=
@@ -220,7 +225,7 @@ mkdir -p "$RESULTS"
 out=$RESULTS/adaptcost-$(date -u +%Y%m%dT%H%MZ).txt
 hz=$(getconf CLK_TCK)
 {
-	echo "# adaptcost.sh: iosched $COMMIT, $(nproc) CPUs, kernel $(uname -r), $REPS rounds of $WINDOW quiet s, USER_HZ $hz"
+	echo "# adaptcost.sh: iosched $COMMIT, $(nproc) CPUs, kernel $(uname -r), $REPS rounds of $WINDOW quiet s after 2 samples, USER_HZ $hz"
 	echo "# way round quiet_s quiet_ticks all_ticks load1 (the machine's 1-minute load average after the way)"
 	cat "$TMP/raw.txt"
 	echo "# totals over the rounds: ticks per 10 s and % of one CPU, over the quiet seconds"

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iosched/iosched/internal/sysfs"
 	"github.com/iosched/iosched/internal/ueventtest"
 )
 
@@ -87,5 +88,47 @@ metrics_file = "` + metricsFile + `"
 	})
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkObserveSampleRound: one observe sampler round over 1000 idle
+// disks (a fake tree's stat files: the kernel's side of a read is
+// contrib/bench/adaptcost.sh's to measure).
+func BenchmarkObserveSampleRound(b *testing.B) {
+	const n = 1000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("loop%d", 20000+i)
+	}
+	fs := fakeTree(b, names...)
+	for _, name := range names {
+		writeFile(b, filepath.Join(fs.Root(), "block", name, "stat"),
+			"    1000        0     8000      500        0        0        0        0        2     1000     2000\n")
+	}
+	d, err := New(Config{FS: fs, RuntimeDir: b.TempDir(), StateDir: b.TempDir(), LockFile: filepath.Join(b.TempDir(), "disks.lock")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const interval = 5 * time.Second
+	for _, name := range names {
+		n, err := sysfs.ParseName(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.record(n).observed = &observedDisk{interval: interval}
+	}
+	now := time.Now()
+	d.sampleObservedDue(now) // opens the files, takes the baselines
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		now = now.Add(interval)
+		d.sampleObservedDue(now)
+	}
+	b.StopTimer()
+	for _, rec := range d.records() {
+		rec.mu.Lock()
+		rec.observed.close()
+		rec.mu.Unlock()
 	}
 }

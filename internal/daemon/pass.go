@@ -30,7 +30,8 @@ import (
 // running flags). A record's mu guards what goroutines beside the disk's
 // pass share: its probe (the probe's goroutine), its adaptive controller
 // and observer (the samplers), and the probe's hold on the disk. Under a
-// record's mu only leaf locks are taken (adaptHistories', disklock's).
+// record's mu only leaf locks are taken (adaptHistories', disklock's, the
+// metrics recorder's).
 // The rest (snap, facts, props, refused) is the disk's pass's alone: the
 // queue never runs two passes of a disk at once.
 type disk struct {

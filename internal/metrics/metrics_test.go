@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -378,4 +379,40 @@ func BenchmarkRecordBurst(b *testing.B) {
 			r.Applied(received)
 		}
 	})
+}
+
+// Under a Hold records mark the file without writing it; the release
+// writes it once, whatever came in between.
+func TestHoldWritesOnceAtRelease(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "iosched.prom")
+	w := promtest.WatchFile(t, path)
+	r, stop := start(t, Options{Path: path, Interval: time.Millisecond})
+	defer stop()
+	waitWrites(t, r, w, 1)
+	tries := w.Tries()
+	release := r.Hold()
+	inner := r.Hold()
+	for i := range 20 {
+		r.SetAdaptDepth(fmt.Sprintf("vd%d", i), float64(i), 1)
+		time.Sleep(2 * time.Millisecond) // past the interval: unheld, each could be a write
+	}
+	inner()
+	time.Sleep(10 * time.Millisecond)
+	if w.Tries() != tries {
+		t.Fatalf("%d writes begun under a hold", w.Tries()-tries)
+	}
+	release()
+	waitWrites(t, r, w, 2)
+	time.Sleep(20 * time.Millisecond)
+	if n := w.Tries() - tries; n != 1 {
+		t.Errorf("%d writes after the release, want 1", n)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := value(parse(t, b), "iosched_adapt_busy_depth", map[string]string{"disk": "vd19"}); !ok || v != 19 {
+		t.Errorf("vd19's depth after the release = %v, %v; want 19", v, ok)
+	}
 }
