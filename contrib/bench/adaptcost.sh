@@ -18,6 +18,10 @@
 #   base1000    1000 disks without [rule.adapt]
 #   adapt1000s1 1000 disks, sample 1s
 #   observe1000 1000 disks, base1000's policy with observe = "5s"
+#   observe1000io the same while every disk is read once a second
+#               (loopbench touch: one 4 KiB read a disk), so that every
+#               sample finds every disk's counters moved and the metrics
+#               file is written after every pass
 # Every way's daemon writes a metrics file (metrics_file), so the base
 # ways show what a daemon costs when no rule asks for sampling.
 # Each daemon has its own state and runtime directories and lock file; its
@@ -30,7 +34,8 @@
 # one that does not 3 s), and counts only seconds with no uevent near them
 # (loopbench idle: others' devices come and go on a shared machine).
 #
-# Environment: WINDOW (quiet seconds per measurement, default 60), REPS,
+# Environment: WAYS (the ways to measure, default all), WINDOW (quiet
+# seconds per measurement, default 60), REPS,
 # BASE (a multiple of 2000; the range BASE to BASE+999 must be free), LOCK
 # (a file to flock while loops exist, default /tmp/iosched-tests.lock;
 # empty: none), RESULTS (default contrib/bench/results), KEEP=1.
@@ -63,6 +68,7 @@ IOSCHED=$TMP/iosched
 IMG=
 DAEMON_PID=
 WAIT_PID=
+TOUCH_PID=
 CREATED=0
 
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
@@ -84,6 +90,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	[[ -n $WAIT_PID ]] && kill "$WAIT_PID" 2>/dev/null && wait "$WAIT_PID" 2>/dev/null
 	[[ -n $DAEMON_PID ]] && stop_pid "$DAEMON_PID"
+	[[ -n $TOUCH_PID ]] && stop_pid "$TOUCH_PID"
 	if ((CREATED)); then
 		"$LB" unbind -first "$BASE" -count $N || log "WARNING: some loops in $BASE-$((BASE + N - 1)) could not be detached"
 		"$LB" remove -first "$BASE" -count $N -parallel 64 || log "WARNING: some loops in $BASE-$((BASE + N - 1)) could not be removed"
@@ -136,7 +143,7 @@ policy() {
 	adapt1000) glob=$GLOB1000 sample=5s ;;
 	base1000) glob=$GLOB1000 adapt=0 ;;
 	adapt1000s1) glob=$GLOB1000 sample=1s ;;
-	observe1000) glob=$GLOB1000 adapt=0 observe=5s ;;
+	observe1000 | observe1000io) glob=$GLOB1000 adapt=0 observe=5s ;;
 	esac
 	mkdir -p "$TMP/etc-$way"
 	{
@@ -171,6 +178,10 @@ measure() {
 	case $way in adapt1000s1) settle=5 ;; adapt* | observe*) settle=13 ;; esac
 	rm -rf "$TMP/run" "$TMP/state"
 	mkdir -p "$TMP/run" "$TMP/state"
+	if [[ $way == *io ]]; then
+		"$LB" touch -first "$BASE" -count $N -every 1s &
+		TOUCH_PID=$!
+	fi
 	"$LB" waitready -socket "$TMP/notify.sock" -timeout 120s >/dev/null &
 	WAIT_PID=$!
 	for ((i = 0; i < 200; i++)); do [[ -S $TMP/notify.sock ]] && break; sleep 0.01; done
@@ -195,6 +206,11 @@ measure() {
 	kill -0 "$DAEMON_PID" || { log "$way: the daemon died"; exit 1; }
 	stop_pid "$DAEMON_PID"
 	DAEMON_PID=
+	if [[ -n $TOUCH_PID ]]; then
+		kill -0 "$TOUCH_PID" || { log "$way: the reader died"; exit 1; }
+		stop_pid "$TOUCH_PID"
+		TOUCH_PID=
+	fi
 	if grep -q 'level=ERROR' "$TMP/daemon-$way-r$r.log"; then
 		log "$way: errors in the daemon's log:"
 		grep 'level=ERROR' "$TMP/daemon-$way-r$r.log" | head -5 >&2
@@ -209,11 +225,13 @@ measure() {
 
 for ((r = 1; r <= REPS; r++)); do
 	if ((r % 2 == 1)); then
-		ways=(adapt100 base100 adapt1000 base1000 adapt1000s1 observe1000)
+		ways=(adapt100 base100 adapt1000 base1000 adapt1000s1 observe1000 observe1000io)
 	else
-		ways=(observe1000 adapt1000s1 base1000 adapt1000 base100 adapt100)
+		ways=(observe1000io observe1000 adapt1000s1 base1000 adapt1000 base100 adapt100)
 	fi
-	for w in "${ways[@]}"; do measure "$w" "$r"; done
+	for w in "${ways[@]}"; do
+		[[ -z ${WAYS:-} || " $WAYS " == *" $w "* ]] && measure "$w" "$r"
+	done
 done
 
 "$LB" unbind -first "$BASE" -count $N
@@ -230,7 +248,7 @@ hz=$(getconf CLK_TCK)
 	cat "$TMP/raw.txt"
 	echo "# totals over the rounds: ticks per 10 s and % of one CPU, over the quiet seconds"
 	awk -v hz="$hz" '{ s[$1] += $3; t[$1] += $4 } END {
-		n = split("adapt100 base100 adapt1000 base1000 adapt1000s1 observe1000", w, " ")
+		n = split("adapt100 base100 adapt1000 base1000 adapt1000s1 observe1000 observe1000io", w, " ")
 		for (i = 1; i <= n; i++) if (s[w[i]] > 0)
 			printf "%-12s %4d s %5d ticks  %6.2f ticks/10s  %6.3f%% CPU\n", w[i], s[w[i]], t[w[i]], t[w[i]] * 10 / s[w[i]], t[w[i]] * 100 / hz / s[w[i]]
 		a100 = t["adapt100"] * 10 / s["adapt100"]
@@ -239,6 +257,10 @@ hz=$(getconf CLK_TCK)
 		printf "target: 1000 disks at 5s < 0.5%% of one CPU: %s (%.3f%%)\n", p1000 < 0.5 ? "PASS" : "FAIL", p1000
 		o1000 = t["observe1000"] * 100 / hz / s["observe1000"]
 		printf "target: observe, 1000 disks at 5s < 0.5%% of one CPU: %s (%.3f%%)\n", o1000 < 0.5 ? "PASS" : "FAIL", o1000
+		if (s["observe1000io"] > 0) {
+			oio = t["observe1000io"] * 100 / hz / s["observe1000io"]
+			printf "target: observe, 1000 disks in use at 5s < 0.5%% of one CPU: %s (%.3f%%)\n", oio < 0.5 ? "PASS" : "FAIL", oio
+		}
 		printf "target: no rule asks (no adapt, no observe), 0 ticks: %s (%d + %d ticks)\n", t["base100"] + t["base1000"] == 0 ? "PASS" : "FAIL", t["base100"], t["base1000"]
 	}' "$TMP/raw.txt"
 } | tee "$out"

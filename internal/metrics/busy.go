@@ -95,11 +95,11 @@ func (r *Recorder) ForgetObserved(disk string) {
 func (r *Recorder) busyFamilies() []*family {
 	buckets := &family{name: "iosched_disk_busy_depth_seconds_bucket", kind: "untyped", ordered: true,
 		help: "Busy seconds of an observed disk by the mean requests in flight while busy over each sample, cumulative: le is at most that depth, +Inf every busy second (a histogram's buckets)."}
-	sum := &family{name: "iosched_disk_busy_depth_seconds_sum", kind: "untyped",
+	sum := &family{name: "iosched_disk_busy_depth_seconds_sum", kind: "untyped", ordered: true,
 		help: "Busy seconds of an observed disk times the depth they were at, summed: the seconds requests spent in flight while observed."}
-	count := &family{name: "iosched_disk_busy_depth_seconds_count", kind: "untyped",
+	count := &family{name: "iosched_disk_busy_depth_seconds_count", kind: "untyped", ordered: true,
 		help: "Busy seconds of an observed disk, at any depth (the +Inf bucket)."}
-	ios := &family{name: "iosched_disk_observed_ios_total", kind: "counter",
+	ios := &family{name: "iosched_disk_observed_ios_total", kind: "counter", ordered: true,
 		help: "Reads and writes an observed disk completed while the daemon sampled it, by op."}
 	info := &family{name: "iosched_disk_info", kind: "gauge",
 		help: "Always 1 for an observed disk; the labels say what it is, key the hardware key its probe results are shared under."}
@@ -112,6 +112,14 @@ func (r *Recorder) busyFamilies() []*family {
 		disks = append(disks, d)
 	}
 	slices.SortFunc(disks, strings.Compare)
+	// Disks in name order, each disk's series in label order (read before
+	// write): the families are written as added, not sorted again.
+	if len(disks) > 0 {
+		buckets.samples = make([]sample, 0, len(disks)*(len(r.busy[disks[0]].Bounds)+1))
+	}
+	sum.samples = make([]sample, 0, len(disks))
+	count.samples = make([]sample, 0, len(disks))
+	ios.samples = make([]sample, 0, 2*len(disks))
 	for _, d := range disks {
 		b := r.busy[d]
 		if len(b.Cumulative) != len(b.Bounds)+1 {

@@ -69,7 +69,10 @@ func (f *family) add(v float64, labels ...string) {
 
 // exposition renders every metric, families sorted by name and samples by
 // label values, as a registry would.
-func (r *Recorder) exposition() []byte {
+func (r *Recorder) exposition() []byte { return r.appendExposition(nil) }
+
+// appendExposition is exposition, written over dst's bytes (dst[:0]).
+func (r *Recorder) appendExposition(dst []byte) []byte {
 	counter := func(name, help string) *family { return &family{name: name, help: help, kind: "counter"} }
 	gauge := func(name, help string) *family { return &family{name: name, help: help, kind: "gauge"} }
 	var (
@@ -164,7 +167,11 @@ func (r *Recorder) exposition() []byte {
 		reloadOK, reloadAt, probeIOPS, probeP99, probeChosen, adaptSwitches, adaptBusy, adaptWindow, build, latency}
 	fams = append(fams, busy...)
 	slices.SortFunc(fams, func(a, b *family) int { return cmp.Compare(a.name, b.name) })
-	var b bytes.Buffer
+	// A file of a thousand observed disks is megabytes: the writer hands
+	// in the last file's buffer, so that it is neither grown nor cleared
+	// again, and pieces are written one by one, not concatenated first.
+	b := bytes.NewBuffer(dst[:0])
+	var num []byte
 	for _, f := range fams {
 		if len(f.samples) == 0 {
 			continue // as a registry leaves out a family with no sample
@@ -175,18 +182,25 @@ func (r *Recorder) exposition() []byte {
 		b.WriteString("# HELP " + f.name + " " + escapeHelp(f.help) + "\n")
 		b.WriteString("# TYPE " + f.name + " " + f.kind + "\n")
 		for _, s := range f.samples {
-			b.WriteString(f.name + s.suffix)
+			b.WriteString(f.name)
+			b.WriteString(s.suffix)
 			if len(s.labels) > 0 {
 				b.WriteByte('{')
 				for i := 0; i < len(s.labels); i += 2 {
 					if i > 0 {
 						b.WriteByte(',')
 					}
-					b.WriteString(s.labels[i] + `="` + escapeLabel(s.labels[i+1]) + `"`)
+					b.WriteString(s.labels[i])
+					b.WriteString(`="`)
+					writeLabelValue(b, s.labels[i+1])
+					b.WriteByte('"')
 				}
 				b.WriteByte('}')
 			}
-			b.WriteString(" " + formatFloat(s.value) + "\n")
+			b.WriteByte(' ')
+			num = appendFloat(num[:0], s.value)
+			b.Write(num)
+			b.WriteByte('\n')
 		}
 	}
 	return b.Bytes()
@@ -194,16 +208,19 @@ func (r *Recorder) exposition() []byte {
 
 // formatFloat writes a value as the format wants it: the shortest
 // representation, and +Inf, -Inf, NaN spelled so.
-func formatFloat(v float64) string {
+func formatFloat(v float64) string { return string(appendFloat(nil, v)) }
+
+// appendFloat appends v to dst as formatFloat writes it.
+func appendFloat(dst []byte, v float64) []byte {
 	switch {
 	case math.IsInf(v, 1):
-		return "+Inf"
+		return append(dst, "+Inf"...)
 	case math.IsInf(v, -1):
-		return "-Inf"
+		return append(dst, "-Inf"...)
 	case math.IsNaN(v):
-		return "NaN"
+		return append(dst, "NaN"...)
 	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
+	return strconv.AppendFloat(dst, v, 'g', -1, 64)
 }
 
 // The format escapes backslash and newline in help text, and the double
@@ -217,11 +234,24 @@ var (
 
 func escapeHelp(s string) string { return helpEscaper.Replace(s) }
 
-func escapeLabel(s string) string {
-	if !strings.ContainsAny(s, "\\\n\"") {
-		return s
+// writeLabelValue writes s escaped as a label value.
+func writeLabelValue(b *bytes.Buffer, s string) {
+	if !needsEscape(s) {
+		b.WriteString(s)
+		return
 	}
-	return labelEscaper.Replace(s)
+	labelEscaper.WriteString(b, s)
+}
+
+// needsEscape: s has a byte a label value escapes. A loop over the bytes,
+// not strings.ContainsAny, which builds its set on every call.
+func needsEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == '\n' || c == '"' {
+			return true
+		}
+	}
+	return false
 }
 
 // eachCount calls fn for every counter of m, in no particular order (the

@@ -80,7 +80,10 @@ type Recorder struct {
 	// record that sets it wakes the writer, which sleeps while nothing
 	// happens (no timer ticks on an idle machine).
 	pending atomic.Bool
-	wake    chan struct{}
+	// out is the last file written, its buffer the next one's; only
+	// Run's goroutine uses it.
+	out  []byte
+	wake chan struct{}
 	// holds counts the Holds not yet released: while one is, a record
 	// marks the file out of date without waking the writer.
 	holds atomic.Int32

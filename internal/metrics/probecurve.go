@@ -67,6 +67,7 @@ func (r *Recorder) curveFamilies() []*family {
 // withKey is labels, then key (when not ""), then more: the label pairs
 // of a per-disk series that carries its disk's hardware key.
 func withKey(labels []string, key string, more ...string) []string {
+	labels = slices.Grow(labels, 2+len(more))
 	if key != "" {
 		labels = append(labels, "key", key)
 	}

@@ -70,7 +70,8 @@ func (r *Recorder) flush() {
 	if path == "" {
 		return
 	}
-	err := writeFile(path, r.exposition())
+	r.out = r.appendExposition(r.out)
+	err := writeFile(path, r.out)
 	if err != nil {
 		err = fmt.Errorf("writing metrics to %s: %w", path, err)
 		r.mark() // try again

@@ -72,6 +72,8 @@ func main() {
 		err = cmdWaitReady(args)
 	case "idle":
 		err = cmdIdle(args)
+	case "touch":
+		err = cmdTouch(args)
 	case "logspan":
 		err = cmdLogSpan(args)
 	case "jget":
@@ -106,7 +108,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: loopbench raw|rawhotplug|hotplug|remove|count|uevent|waitready|idle|logspan|jget|report|create|seq|watch|execcost|compare|bind|unbind|seed|adaptive [flags]")
+	fmt.Fprintln(os.Stderr, "usage: loopbench raw|rawhotplug|hotplug|remove|count|uevent|waitready|idle|touch|logspan|jget|report|create|seq|watch|execcost|compare|bind|unbind|seed|adaptive [flags]")
 	os.Exit(2)
 }
 
