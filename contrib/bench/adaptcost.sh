@@ -251,17 +251,24 @@ hz=$(getconf CLK_TCK)
 		n = split("adapt100 base100 adapt1000 base1000 adapt1000s1 observe1000 observe1000io", w, " ")
 		for (i = 1; i <= n; i++) if (s[w[i]] > 0)
 			printf "%-12s %4d s %5d ticks  %6.2f ticks/10s  %6.3f%% CPU\n", w[i], s[w[i]], t[w[i]], t[w[i]] * 10 / s[w[i]], t[w[i]] * 100 / hz / s[w[i]]
-		a100 = t["adapt100"] * 10 / s["adapt100"]
-		p1000 = t["adapt1000"] * 100 / hz / s["adapt1000"]
-		printf "target: 100 disks <= 2 ticks/10s: %s (%.2f)\n", a100 <= 2 ? "PASS" : "FAIL", a100
-		printf "target: 1000 disks at 5s < 0.5%% of one CPU: %s (%.3f%%)\n", p1000 < 0.5 ? "PASS" : "FAIL", p1000
-		o1000 = t["observe1000"] * 100 / hz / s["observe1000"]
-		printf "target: observe, 1000 disks at 5s < 0.5%% of one CPU: %s (%.3f%%)\n", o1000 < 0.5 ? "PASS" : "FAIL", o1000
+		if (s["adapt100"] > 0) {
+			a100 = t["adapt100"] * 10 / s["adapt100"]
+			printf "target: 100 disks <= 2 ticks/10s: %s (%.2f)\n", a100 <= 2 ? "PASS" : "FAIL", a100
+		}
+		if (s["adapt1000"] > 0) {
+			p1000 = t["adapt1000"] * 100 / hz / s["adapt1000"]
+			printf "target: 1000 disks at 5s < 0.5%% of one CPU: %s (%.3f%%)\n", p1000 < 0.5 ? "PASS" : "FAIL", p1000
+		}
+		if (s["observe1000"] > 0) {
+			o1000 = t["observe1000"] * 100 / hz / s["observe1000"]
+			printf "target: observe, 1000 disks at 5s < 0.5%% of one CPU: %s (%.3f%%)\n", o1000 < 0.5 ? "PASS" : "FAIL", o1000
+		}
 		if (s["observe1000io"] > 0) {
 			oio = t["observe1000io"] * 100 / hz / s["observe1000io"]
 			printf "target: observe, 1000 disks in use at 5s < 0.5%% of one CPU: %s (%.3f%%)\n", oio < 0.5 ? "PASS" : "FAIL", oio
 		}
-		printf "target: no rule asks (no adapt, no observe), 0 ticks: %s (%d + %d ticks)\n", t["base100"] + t["base1000"] == 0 ? "PASS" : "FAIL", t["base100"], t["base1000"]
+		if (s["base100"] + s["base1000"] > 0)
+			printf "target: no rule asks (no adapt, no observe), 0 ticks: %s (%d + %d ticks)\n", t["base100"] + t["base1000"] == 0 ? "PASS" : "FAIL", t["base100"], t["base1000"]
 	}' "$TMP/raw.txt"
 } | tee "$out"
 echo "results: $out"

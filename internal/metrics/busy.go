@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 )
@@ -93,13 +94,13 @@ func (r *Recorder) ForgetObserved(disk string) {
 // lint refuses a counter named _bucket with an le label); PromQL reads the
 // series by name and le alike either way. Each only grows.
 func (r *Recorder) busyFamilies() []*family {
-	buckets := &family{name: "iosched_disk_busy_depth_seconds_bucket", kind: "untyped", ordered: true,
+	buckets := &family{name: "iosched_disk_busy_depth_seconds_bucket", kind: "untyped",
 		help: "Busy seconds of an observed disk by the mean requests in flight while busy over each sample, cumulative: le is at most that depth, +Inf every busy second (a histogram's buckets)."}
-	sum := &family{name: "iosched_disk_busy_depth_seconds_sum", kind: "untyped", ordered: true,
+	sum := &family{name: "iosched_disk_busy_depth_seconds_sum", kind: "untyped",
 		help: "Busy seconds of an observed disk times the depth they were at, summed: the seconds requests spent in flight while observed."}
-	count := &family{name: "iosched_disk_busy_depth_seconds_count", kind: "untyped", ordered: true,
+	count := &family{name: "iosched_disk_busy_depth_seconds_count", kind: "untyped",
 		help: "Busy seconds of an observed disk, at any depth (the +Inf bucket)."}
-	ios := &family{name: "iosched_disk_observed_ios_total", kind: "counter", ordered: true,
+	ios := &family{name: "iosched_disk_observed_ios_total", kind: "counter",
 		help: "Reads and writes an observed disk completed while the daemon sampled it, by op."}
 	info := &family{name: "iosched_disk_info", kind: "gauge",
 		help: "Always 1 for an observed disk; the labels say what it is, key the hardware key its probe results are shared under."}
@@ -107,34 +108,60 @@ func (r *Recorder) busyFamilies() []*family {
 		info.add(1, "disk", d, "key", in.Key, "class", in.Class, "driver", in.Driver, "model", in.Model,
 			"hw_queues", in.HWQueues, "rotational", in.Rotational)
 	}
-	disks := make([]string, 0, len(r.busy))
-	for d := range r.busy {
-		disks = append(disks, d)
+	// The disks' figures as they stand: SetBusyDepths replaces a disk's
+	// whole, never changes one in place, so they are written after the
+	// lock is let go, disks in name order, each disk's lines in label
+	// order (buckets in bucket order, read before write).
+	type row struct {
+		disk, key string
+		b         BusyDepths
 	}
-	slices.SortFunc(disks, strings.Compare)
-	// Disks in name order, each disk's series in label order (read before
-	// write): the families are written as added, not sorted again.
-	if len(disks) > 0 {
-		buckets.samples = make([]sample, 0, len(disks)*(len(r.busy[disks[0]].Bounds)+1))
-	}
-	sum.samples = make([]sample, 0, len(disks))
-	count.samples = make([]sample, 0, len(disks))
-	ios.samples = make([]sample, 0, 2*len(disks))
-	for _, d := range disks {
-		b := r.busy[d]
-		if len(b.Cumulative) != len(b.Bounds)+1 {
-			continue // not a histogram: SetBusyDepths' caller's mistake
+	rows := make([]row, 0, len(r.busy))
+	for d, b := range r.busy {
+		if len(b.Cumulative) == len(b.Bounds)+1 { // else not a histogram: SetBusyDepths' caller's mistake
+			rows = append(rows, row{d, r.info[d].Key, b})
 		}
-		key := r.info[d].Key
-		for i, le := range b.Bounds {
-			buckets.add(b.Cumulative[i], withKey([]string{"disk", d}, key, "le", formatFloat(le))...)
-		}
-		total := b.Cumulative[len(b.Bounds)]
-		buckets.add(total, withKey([]string{"disk", d}, key, "le", "+Inf")...)
-		sum.add(b.Sum, withKey([]string{"disk", d}, key)...)
-		count.add(total, withKey([]string{"disk", d}, key)...)
-		ios.add(float64(b.Reads), withKey([]string{"disk", d}, key, "op", "read")...)
-		ios.add(float64(b.Writes), withKey([]string{"disk", d}, key, "op", "write")...)
 	}
+	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.disk, b.disk) })
+	les := map[float64]string{}
+	for _, o := range rows {
+		for _, le := range o.b.Bounds {
+			if _, ok := les[le]; !ok {
+				les[le] = formatFloat(le)
+			}
+		}
+	}
+	buckets.rows = func(b *bytes.Buffer, num []byte) []byte {
+		for _, o := range rows {
+			for i, le := range o.b.Bounds {
+				num = writeDiskLine(b, num, buckets.name, o.disk, o.key, "le", les[le], o.b.Cumulative[i])
+			}
+			num = writeDiskLine(b, num, buckets.name, o.disk, o.key, "le", "+Inf", o.b.Cumulative[len(o.b.Bounds)])
+		}
+		return num
+	}
+	sum.rows = func(b *bytes.Buffer, num []byte) []byte {
+		for _, o := range rows {
+			num = writeDiskLine(b, num, sum.name, o.disk, o.key, "", "", o.b.Sum)
+		}
+		return num
+	}
+	count.rows = func(b *bytes.Buffer, num []byte) []byte {
+		for _, o := range rows {
+			num = writeDiskLine(b, num, count.name, o.disk, o.key, "", "", o.b.Cumulative[len(o.b.Bounds)])
+		}
+		return num
+	}
+	ios.rows = func(b *bytes.Buffer, num []byte) []byte {
+		for _, o := range rows {
+			num = writeDiskLine(b, num, ios.name, o.disk, o.key, "op", "read", float64(o.b.Reads))
+			num = writeDiskLine(b, num, ios.name, o.disk, o.key, "op", "write", float64(o.b.Writes))
+		}
+		return num
+	}
+	for _, o := range rows {
+		buckets.n += len(o.b.Bounds) + 1
+	}
+	sum.n, count.n, ios.n = len(rows), len(rows), 2*len(rows)
 	return []*family{info, buckets, sum, count, ios}
 }

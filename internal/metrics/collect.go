@@ -58,9 +58,12 @@ type sample struct {
 type family struct {
 	name, help, kind string
 	samples          []sample
-	// ordered: the samples are written in the order added (a disk's
-	// buckets in bucket order), not sorted by label values.
-	ordered bool
+	// rows, when set, writes the family's n lines itself, in order, in
+	// place of samples: the per-disk families of a thousand observed
+	// disks, whose every line changes with every sampler pass, are
+	// written straight from the disks' figures.
+	rows func(b *bytes.Buffer, num []byte) []byte
+	n    int
 }
 
 func (f *family) add(v float64, labels ...string) {
@@ -173,14 +176,18 @@ func (r *Recorder) appendExposition(dst []byte) []byte {
 	b := bytes.NewBuffer(dst[:0])
 	var num []byte
 	for _, f := range fams {
-		if len(f.samples) == 0 {
+		if len(f.samples) == 0 && f.n == 0 {
 			continue // as a registry leaves out a family with no sample
 		}
-		if f.kind != "histogram" && !f.ordered { // a histogram's lines are in bucket order
+		if f.kind != "histogram" { // a histogram's lines are in bucket order
 			slices.SortFunc(f.samples, func(a, b sample) int { return slices.Compare(a.labels, b.labels) })
 		}
 		b.WriteString("# HELP " + f.name + " " + escapeHelp(f.help) + "\n")
 		b.WriteString("# TYPE " + f.name + " " + f.kind + "\n")
+		if f.rows != nil {
+			num = f.rows(b, num)
+			continue
+		}
 		for _, s := range f.samples {
 			b.WriteString(f.name)
 			b.WriteString(s.suffix)
@@ -233,6 +240,30 @@ var (
 )
 
 func escapeHelp(s string) string { return helpEscaper.Replace(s) }
+
+// writeDiskLine writes one line of a per-disk series, its labels in the
+// order samples of them are sorted by: name{disk="D",key="K",l="v"} x,
+// without key when it is "" and without l when it is "".
+func writeDiskLine(b *bytes.Buffer, num []byte, name, disk, key, l, v string, x float64) []byte {
+	b.WriteString(name)
+	b.WriteString(`{disk="`)
+	writeLabelValue(b, disk)
+	if key != "" {
+		b.WriteString(`",key="`)
+		writeLabelValue(b, key)
+	}
+	if l != "" {
+		b.WriteString(`",`)
+		b.WriteString(l)
+		b.WriteString(`="`)
+		writeLabelValue(b, v)
+	}
+	b.WriteString(`"} `)
+	num = appendFloat(num[:0], x)
+	b.Write(num)
+	b.WriteByte('\n')
+	return num
+}
 
 // writeLabelValue writes s escaped as a label value.
 func writeLabelValue(b *bytes.Buffer, s string) {
