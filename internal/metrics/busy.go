@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -104,7 +105,9 @@ func (r *Recorder) busyFamilies() []*family {
 		help: "Reads and writes an observed disk completed while the daemon sampled it, by op."}
 	info := &family{name: "iosched_disk_info", kind: "gauge",
 		help: "Always 1 for an observed disk; the labels say what it is, key the hardware key its probe results are shared under."}
-	for d, in := range r.info {
+	info.byDisk = true
+	for _, d := range slices.Sorted(maps.Keys(r.info)) {
+		in := r.info[d]
 		info.add(1, "disk", d, "key", in.Key, "class", in.Class, "driver", in.Driver, "model", in.Model,
 			"hw_queues", in.HWQueues, "rotational", in.Rotational)
 	}

@@ -114,7 +114,8 @@ func TestBusyDepthsPromtool(t *testing.T) {
 }
 
 // BenchmarkFile1000Observed renders and writes the file of a machine with
-// 1000 observed disks, each probed with two candidates: the time of one
+// 1000 observed disks, each probed with two candidates at the default
+// probe's four depths: the time of one
 // write (render and atomic replace) and the file's size, reported as
 // bytes/file and series/disk.
 func BenchmarkFile1000Observed(b *testing.B) {
@@ -133,6 +134,9 @@ func BenchmarkFile1000Observed(b *testing.B) {
 			{Scheduler: "none", IOPS: 143000, QD1IOPS: 9000, P99: 900 * time.Microsecond, QD1P99: 200 * time.Microsecond, Chosen: true},
 			{Scheduler: "mq-deadline", IOPS: 120000, QD1IOPS: 8800, P99: time.Millisecond, QD1P99: 210 * time.Microsecond},
 		})
+		curve := []CurvePoint{{Depth: 1, IOPS: 9000}, {Depth: 4, IOPS: 33000}, {Depth: 16, IOPS: 98000}, {Depth: 64, IOPS: 150000}}
+		r.SetProbeCurves(name, ProbeCurves{Key: "virtio/virtio_blk/-/hwq2/qd256/10737418240B/6.1.0-18-amd64", Source: "probed",
+			At: time.Unix(1700000000, 0), Curves: map[string][]CurvePoint{"none": curve, "mq-deadline": curve}})
 	}
 	path := filepath.Join(b.TempDir(), "iosched.prom")
 	var size int

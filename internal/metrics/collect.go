@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -64,6 +65,11 @@ type family struct {
 	// written straight from the disks' figures.
 	rows func(b *bytes.Buffer, num []byte) []byte
 	n    int
+	// byDisk: every sample's first label is disk, and they were added
+	// disk by disk in name order, so only each disk's own samples need
+	// sorting: a full sort of a thousand disks' samples was most of a
+	// write.
+	byDisk bool
 }
 
 func (f *family) add(v float64, labels ...string) {
@@ -146,8 +152,11 @@ func (r *Recorder) appendExposition(dst []byte) []byte {
 		reloadOK.add(ok)
 		reloadAt.add(float64(r.reloadAt.UnixNano()) / 1e9)
 	}
-	for disk, results := range r.probes {
-		for _, p := range results {
+	for _, f := range []*family{probeIOPS, probeP99, probeChosen, adaptBusy, adaptWindow} {
+		f.byDisk = true
+	}
+	for _, disk := range slices.Sorted(maps.Keys(r.probes)) {
+		for _, p := range r.probes[disk] {
 			probeIOPS.add(p.IOPS, "disk", disk, "scheduler", p.Scheduler, "depth", "deep")
 			probeIOPS.add(p.QD1IOPS, "disk", disk, "scheduler", p.Scheduler, "depth", "1")
 			probeP99.add(p.P99.Seconds(), "disk", disk, "scheduler", p.Scheduler, "depth", "deep")
@@ -159,7 +168,8 @@ func (r *Recorder) appendExposition(dst []byte) []byte {
 			probeChosen.add(chosen, "disk", disk, "scheduler", p.Scheduler)
 		}
 	}
-	for disk, a := range r.adapt {
+	for _, disk := range slices.Sorted(maps.Keys(r.adapt)) {
+		a := r.adapt[disk]
 		adaptBusy.add(a.busy, "disk", disk)
 		adaptWindow.add(a.window, "disk", disk)
 	}
@@ -179,8 +189,20 @@ func (r *Recorder) appendExposition(dst []byte) []byte {
 		if len(f.samples) == 0 && f.n == 0 {
 			continue // as a registry leaves out a family with no sample
 		}
-		if f.kind != "histogram" { // a histogram's lines are in bucket order
-			slices.SortFunc(f.samples, func(a, b sample) int { return slices.Compare(a.labels, b.labels) })
+		byLabels := func(a, b sample) int { return slices.Compare(a.labels, b.labels) }
+		switch {
+		case f.kind == "histogram": // a histogram's lines are in bucket order
+		case f.byDisk:
+			for i := 0; i < len(f.samples); {
+				j := i + 1
+				for j < len(f.samples) && f.samples[j].labels[1] == f.samples[i].labels[1] {
+					j++
+				}
+				slices.SortFunc(f.samples[i:j], byLabels)
+				i = j
+			}
+		default:
+			slices.SortFunc(f.samples, byLabels)
 		}
 		b.WriteString("# HELP " + f.name + " " + escapeHelp(f.help) + "\n")
 		b.WriteString("# TYPE " + f.name + " " + f.kind + "\n")

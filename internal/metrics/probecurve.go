@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -51,7 +52,9 @@ func (r *Recorder) curveFamilies() []*family {
 		help: "Read operations per second a disk's probe measured at each depth, by scheduler; key is the hardware key, source says whether probed here, remembered or seeded."}
 	ts := &family{name: "iosched_probe_timestamp_seconds", kind: "gauge",
 		help: "When the figures of a disk's probe decision were measured, in seconds since the Unix epoch; source as for the curves."}
-	for disk, c := range r.curves {
+	iops.byDisk, ts.byDisk = true, true
+	for _, disk := range slices.Sorted(maps.Keys(r.curves)) {
+		c := r.curves[disk]
 		for sched, pts := range c.Curves {
 			for _, p := range pts {
 				iops.add(p.IOPS, withKey([]string{"disk", disk}, c.Key, "scheduler", sched, "depth", strconv.Itoa(p.Depth), "source", c.Source)...)
