@@ -36,6 +36,9 @@ func (r *Recorder) SetDiskInfo(disk string, info DiskInfo) {
 	}
 	old, had := r.info[disk]
 	r.info[disk] = info
+	if !had || old != info {
+		r.settled = nil
+	}
 	r.mu.Unlock()
 	if !had || old != info {
 		r.mark()
@@ -71,6 +74,9 @@ func (r *Recorder) ForgetObserved(disk string) {
 	_, hadInfo := r.info[disk]
 	delete(r.busy, disk)
 	delete(r.info, disk)
+	if hadInfo {
+		r.settled = nil
+	}
 	r.mu.Unlock()
 	if had || hadInfo {
 		r.mark()
@@ -103,14 +109,6 @@ func (r *Recorder) busyFamilies() []*family {
 		help: "Busy seconds of an observed disk, at any depth (the +Inf bucket)."}
 	ios := &family{name: "iosched_disk_observed_ios_total", kind: "counter",
 		help: "Reads and writes an observed disk completed while the daemon sampled it, by op."}
-	info := &family{name: "iosched_disk_info", kind: "gauge",
-		help: "Always 1 for an observed disk; the labels say what it is, key the hardware key its probe results are shared under."}
-	info.byDisk = true
-	for _, d := range slices.Sorted(maps.Keys(r.info)) {
-		in := r.info[d]
-		info.add(1, "disk", d, "key", in.Key, "class", in.Class, "driver", in.Driver, "model", in.Model,
-			"hw_queues", in.HWQueues, "rotational", in.Rotational)
-	}
 	// The disks' figures as they stand: SetBusyDepths replaces a disk's
 	// whole, never changes one in place, so they are written after the
 	// lock is let go, disks in name order, each disk's lines in label
@@ -166,5 +164,18 @@ func (r *Recorder) busyFamilies() []*family {
 		buckets.n += len(o.b.Bounds) + 1
 	}
 	sum.n, count.n, ios.n = len(rows), len(rows), 2*len(rows)
-	return []*family{info, buckets, sum, count, ios}
+	return []*family{buckets, sum, count, ios}
+}
+
+// infoFamily renders iosched_disk_info. Called with r.mu held.
+func (r *Recorder) infoFamily() *family {
+	info := &family{name: "iosched_disk_info", kind: "gauge",
+		help: "Always 1 for an observed disk; the labels say what it is, key the hardware key its probe results are shared under."}
+	info.byDisk = true
+	for _, d := range slices.Sorted(maps.Keys(r.info)) {
+		in := r.info[d]
+		info.add(1, "disk", d, "key", in.Key, "class", in.Class, "driver", in.Driver, "model", in.Model,
+			"hw_queues", in.HWQueues, "rotational", in.Rotational)
+	}
+	return info
 }

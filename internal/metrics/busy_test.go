@@ -195,3 +195,32 @@ func TestProbeCurvesExposition(t *testing.T) {
 		t.Errorf("a forgotten disk's curves are still in the file:\n%s", out)
 	}
 }
+
+// The probe figures, curves and info are rendered once and kept: a
+// change to any of them, or a disk forgotten, shows in the next file.
+func TestSettledFamiliesFollowChanges(t *testing.T) {
+	t.Parallel()
+	r := New(Options{})
+	has := func(when, line string, want bool) {
+		t.Helper()
+		if got := strings.Contains(string(r.exposition()), line+"\n"); got != want {
+			t.Errorf("%s: line %s present = %v, want %v", when, line, got, want)
+		}
+	}
+	r.SetProbe("vda", []ProbeResult{{Scheduler: "none", IOPS: 100, Chosen: true}})
+	r.SetProbeCurves("vda", ProbeCurves{Key: "k", Source: "probed", Curves: map[string][]CurvePoint{"none": {{Depth: 1, IOPS: 5}}}})
+	r.SetDiskInfo("vda", DiskInfo{Key: "k", Class: "virtio"})
+	has("first", `iosched_probe_iops{disk="vda",scheduler="none",depth="deep"} 100`, true)
+	r.SetProbe("vda", []ProbeResult{{Scheduler: "none", IOPS: 200, Chosen: true}})
+	has("probe changed", `iosched_probe_iops{disk="vda",scheduler="none",depth="deep"} 200`, true)
+	r.SetProbeCurves("vda", ProbeCurves{Key: "k", Source: "remembered", Curves: map[string][]CurvePoint{"none": {{Depth: 1, IOPS: 6}}}})
+	has("curves changed", `iosched_probe_curve_iops{disk="vda",key="k",scheduler="none",depth="1",source="remembered"} 6`, true)
+	r.SetDiskInfo("vda", DiskInfo{Key: "k", Class: "nvme"})
+	has("info changed", `iosched_disk_info{disk="vda",key="k",class="nvme",driver="",model="",hw_queues="",rotational=""} 1`, true)
+	r.ForgetObserved("vda")
+	has("observation forgotten", `iosched_disk_info{disk="vda",key="k",class="nvme",driver="",model="",hw_queues="",rotational=""} 1`, false)
+	r.ForgetProbe("vda")
+	if out := string(r.exposition()); strings.Contains(out, `"vda"`) {
+		t.Errorf("a forgotten disk's probe series are still in the file:\n%s", out)
+	}
+}

@@ -95,9 +95,6 @@ func (r *Recorder) appendExposition(dst []byte) []byte {
 		loadErrs      = counter("iosched_policy_load_errors_total", "Policy reloads refused (the policy in force stayed).")
 		reloadOK      = gauge("iosched_last_reload_success", "1 when the last policy reload put the new policy in force, 0 when it was refused.")
 		reloadAt      = gauge("iosched_last_reload_timestamp_seconds", "When the last policy reload happened, in seconds since the Unix epoch.")
-		probeIOPS     = gauge("iosched_probe_iops", "Read operations per second a probe measured, by disk, scheduler and queue depth (1, or deep).")
-		probeP99      = gauge("iosched_probe_read_latency_p99_seconds", "99th percentile of read latency a probe measured, by disk, scheduler and queue depth, in seconds.")
-		probeChosen   = gauge("iosched_probe_chosen", "1 for the scheduler a disk's probe chose, 0 for the others it measured.")
 		adaptSwitches = counter("iosched_adapt_switches_total", "Adaptive switches of disks' schedulers ([rule.adapt]), by the scheduler switched to; guard=\"true\" for the guard rail's switches back.")
 		adaptBusy     = gauge("iosched_adapt_busy_depth", "Mean requests in flight while the disk was busy over its last sample, by adaptive disk.")
 		adaptWindow   = gauge("iosched_adapt_window_depth", "The operating point of an adaptive disk's window: the busy-time-weighted median busy depth of its busy samples (0 when idle).")
@@ -152,32 +149,17 @@ func (r *Recorder) appendExposition(dst []byte) []byte {
 		reloadOK.add(ok)
 		reloadAt.add(float64(r.reloadAt.UnixNano()) / 1e9)
 	}
-	for _, f := range []*family{probeIOPS, probeP99, probeChosen, adaptBusy, adaptWindow} {
-		f.byDisk = true
-	}
-	for _, disk := range slices.Sorted(maps.Keys(r.probes)) {
-		for _, p := range r.probes[disk] {
-			probeIOPS.add(p.IOPS, "disk", disk, "scheduler", p.Scheduler, "depth", "deep")
-			probeIOPS.add(p.QD1IOPS, "disk", disk, "scheduler", p.Scheduler, "depth", "1")
-			probeP99.add(p.P99.Seconds(), "disk", disk, "scheduler", p.Scheduler, "depth", "deep")
-			probeP99.add(p.QD1P99.Seconds(), "disk", disk, "scheduler", p.Scheduler, "depth", "1")
-			chosen := 0.0
-			if p.Chosen {
-				chosen = 1
-			}
-			probeChosen.add(chosen, "disk", disk, "scheduler", p.Scheduler)
-		}
-	}
+	adaptBusy.byDisk, adaptWindow.byDisk = true, true
 	for _, disk := range slices.Sorted(maps.Keys(r.adapt)) {
 		a := r.adapt[disk]
 		adaptBusy.add(a.busy, "disk", disk)
 		adaptWindow.add(a.window, "disk", disk)
 	}
-	busy := append(r.busyFamilies(), r.curveFamilies()...)
+	busy := append(r.busyFamilies(), r.settledFamilies()...)
 	r.mu.Unlock()
 
 	fams := []*family{disks, changes, applyErrors, drift, uevents, rescans, overflows, loadErrs,
-		reloadOK, reloadAt, probeIOPS, probeP99, probeChosen, adaptSwitches, adaptBusy, adaptWindow, build, latency}
+		reloadOK, reloadAt, adaptSwitches, adaptBusy, adaptWindow, build, latency}
 	fams = append(fams, busy...)
 	slices.SortFunc(fams, func(a, b *family) int { return cmp.Compare(a.name, b.name) })
 	// A file of a thousand observed disks is megabytes: the writer hands
@@ -189,50 +171,57 @@ func (r *Recorder) appendExposition(dst []byte) []byte {
 		if len(f.samples) == 0 && f.n == 0 {
 			continue // as a registry leaves out a family with no sample
 		}
-		byLabels := func(a, b sample) int { return slices.Compare(a.labels, b.labels) }
-		switch {
-		case f.kind == "histogram": // a histogram's lines are in bucket order
-		case f.byDisk:
-			for i := 0; i < len(f.samples); {
-				j := i + 1
-				for j < len(f.samples) && f.samples[j].labels[1] == f.samples[i].labels[1] {
-					j++
-				}
-				slices.SortFunc(f.samples[i:j], byLabels)
-				i = j
-			}
-		default:
-			slices.SortFunc(f.samples, byLabels)
-		}
 		b.WriteString("# HELP " + f.name + " " + escapeHelp(f.help) + "\n")
 		b.WriteString("# TYPE " + f.name + " " + f.kind + "\n")
 		if f.rows != nil {
 			num = f.rows(b, num)
 			continue
 		}
-		for _, s := range f.samples {
-			b.WriteString(f.name)
-			b.WriteString(s.suffix)
-			if len(s.labels) > 0 {
-				b.WriteByte('{')
-				for i := 0; i < len(s.labels); i += 2 {
-					if i > 0 {
-						b.WriteByte(',')
-					}
-					b.WriteString(s.labels[i])
-					b.WriteString(`="`)
-					writeLabelValue(b, s.labels[i+1])
-					b.WriteByte('"')
-				}
-				b.WriteByte('}')
-			}
-			b.WriteByte(' ')
-			num = appendFloat(num[:0], s.value)
-			b.Write(num)
-			b.WriteByte('\n')
-		}
+		num = f.render(b, num)
 	}
 	return b.Bytes()
+}
+
+// render sorts f's samples by label values (but a histogram's, which are
+// in bucket order) and writes their lines.
+func (f *family) render(b *bytes.Buffer, num []byte) []byte {
+	byLabels := func(a, b sample) int { return slices.Compare(a.labels, b.labels) }
+	switch {
+	case f.kind == "histogram":
+	case f.byDisk:
+		for i := 0; i < len(f.samples); {
+			j := i + 1
+			for j < len(f.samples) && f.samples[j].labels[1] == f.samples[i].labels[1] {
+				j++
+			}
+			slices.SortFunc(f.samples[i:j], byLabels)
+			i = j
+		}
+	default:
+		slices.SortFunc(f.samples, byLabels)
+	}
+	for _, s := range f.samples {
+		b.WriteString(f.name)
+		b.WriteString(s.suffix)
+		if len(s.labels) > 0 {
+			b.WriteByte('{')
+			for i := 0; i < len(s.labels); i += 2 {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(s.labels[i])
+				b.WriteString(`="`)
+				writeLabelValue(b, s.labels[i+1])
+				b.WriteByte('"')
+			}
+			b.WriteByte('}')
+		}
+		b.WriteByte(' ')
+		num = appendFloat(num[:0], s.value)
+		b.Write(num)
+		b.WriteByte('\n')
+	}
+	return num
 }
 
 // formatFloat writes a value as the format wants it: the shortest

@@ -80,6 +80,9 @@ type Recorder struct {
 	// record that sets it wakes the writer, which sleeps while nothing
 	// happens (no timer ticks on an idle machine).
 	pending atomic.Bool
+	// settled are the rendered families of settledFamilies, nil when one
+	// of them changed since; guarded by mu.
+	settled []*family
 	// out is the last file written, its buffer the next one's; only
 	// Run's goroutine uses it.
 	out  []byte
@@ -246,6 +249,7 @@ func (r *Recorder) SetDisks(counts map[DiskKind]int) {
 func (r *Recorder) SetProbe(disk string, results []ProbeResult) {
 	r.mu.Lock()
 	r.probes[disk] = append([]ProbeResult(nil), results...)
+	r.settled = nil
 	r.mu.Unlock()
 	r.mark()
 }
@@ -259,6 +263,9 @@ func (r *Recorder) ForgetProbe(disk string) {
 	had = had || hadCurves
 	delete(r.probes, disk)
 	delete(r.curves, disk)
+	if had {
+		r.settled = nil
+	}
 	r.mu.Unlock()
 	if had {
 		r.mark()

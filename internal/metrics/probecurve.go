@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"strconv"
@@ -42,6 +43,7 @@ func (r *Recorder) SetProbeCurves(disk string, c ProbeCurves) {
 		r.curves = map[string]ProbeCurves{}
 	}
 	r.curves[disk] = cp
+	r.settled = nil
 	r.mu.Unlock()
 	r.mark()
 }
@@ -75,4 +77,49 @@ func withKey(labels []string, key string, more ...string) []string {
 		labels = append(labels, "key", key)
 	}
 	return append(labels, more...)
+}
+
+// settledFamilies are the per-disk families that change only when a
+// disk's probe decision or what it is changes (probe figures, curves,
+// info), rendered once and kept until then: the file written after every
+// sampler pass would otherwise render a thousand disks' unchanged
+// figures again each time. Called with r.mu held.
+func (r *Recorder) settledFamilies() []*family {
+	if r.settled != nil {
+		return r.settled
+	}
+	fams := append(r.probeFamilies(), r.curveFamilies()...)
+	fams = append(fams, r.infoFamily())
+	settled := make([]*family, 0, len(fams))
+	for _, f := range fams {
+		var b bytes.Buffer
+		f.render(&b, nil)
+		text := b.Bytes()
+		settled = append(settled, &family{name: f.name, help: f.help, kind: f.kind, n: len(f.samples),
+			rows: func(b *bytes.Buffer, num []byte) []byte { b.Write(text); return num }})
+	}
+	r.settled = settled
+	return settled
+}
+
+// probeFamilies renders the disks' probe figures. Called with r.mu held.
+func (r *Recorder) probeFamilies() []*family {
+	gauge := func(name, help string) *family { return &family{name: name, help: help, kind: "gauge", byDisk: true} }
+	probeIOPS := gauge("iosched_probe_iops", "Read operations per second a probe measured, by disk, scheduler and queue depth (1, or deep).")
+	probeP99 := gauge("iosched_probe_read_latency_p99_seconds", "99th percentile of read latency a probe measured, by disk, scheduler and queue depth, in seconds.")
+	probeChosen := gauge("iosched_probe_chosen", "1 for the scheduler a disk's probe chose, 0 for the others it measured.")
+	for _, disk := range slices.Sorted(maps.Keys(r.probes)) {
+		for _, p := range r.probes[disk] {
+			probeIOPS.add(p.IOPS, "disk", disk, "scheduler", p.Scheduler, "depth", "deep")
+			probeIOPS.add(p.QD1IOPS, "disk", disk, "scheduler", p.Scheduler, "depth", "1")
+			probeP99.add(p.P99.Seconds(), "disk", disk, "scheduler", p.Scheduler, "depth", "deep")
+			probeP99.add(p.QD1P99.Seconds(), "disk", disk, "scheduler", p.Scheduler, "depth", "1")
+			chosen := 0.0
+			if p.Chosen {
+				chosen = 1
+			}
+			probeChosen.add(chosen, "disk", disk, "scheduler", p.Scheduler)
+		}
+	}
+	return []*family{probeIOPS, probeP99, probeChosen}
 }
