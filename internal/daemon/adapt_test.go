@@ -518,20 +518,7 @@ func TestAdaptNotWhileAnotherHoldsTheDisk(t *testing.T) {
 // file, the controller's Observe and State. At the default sample of 5 s,
 // a round's time over 5 s is the share of one CPU the sampling takes.
 func BenchmarkAdaptSampleRound(b *testing.B) {
-	const n = 1000
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("loop%d", 20000+i)
-	}
-	fs := fakeTree(b, names...)
-	for _, name := range names {
-		writeFile(b, filepath.Join(fs.Root(), "block", name, "stat"),
-			"    1000        0     8000      500        0        0        0        0        2     1000     2000\n")
-	}
-	d, err := New(Config{FS: fs, RuntimeDir: b.TempDir(), StateDir: b.TempDir(), LockFile: filepath.Join(b.TempDir(), "disks.lock")})
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, names := idleDaemon(b, 1000)
 	curves, order := crossingCurves()
 	opt := adaptopt.Default()
 	for _, name := range names {

@@ -91,11 +91,10 @@ metrics_file = "` + metricsFile + `"
 	}
 }
 
-// BenchmarkObserveSampleRound: one observe sampler round over 1000 idle
-// disks (a fake tree's stat files: the kernel's side of a read is
-// contrib/bench/adaptcost.sh's to measure).
-func BenchmarkObserveSampleRound(b *testing.B) {
-	const n = 1000
+// idleDaemon is a daemon over a fake tree of n idle disks, loop20000 on
+// (their stat files regular files, unchanging), for the sampling
+// benchmarks, and the disks' names.
+func idleDaemon(b *testing.B, n int) (*Daemon, []string) {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("loop%d", 20000+i)
@@ -109,6 +108,14 @@ func BenchmarkObserveSampleRound(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return d, names
+}
+
+// BenchmarkObserveSampleRound: one observe sampler round over 1000 idle
+// disks (a fake tree's stat files: the kernel's side of a read is
+// contrib/bench/adaptcost.sh's to measure).
+func BenchmarkObserveSampleRound(b *testing.B) {
+	d, names := idleDaemon(b, 1000)
 	const interval = 5 * time.Second
 	for _, name := range names {
 		n, err := sysfs.ParseName(name)
