@@ -16,24 +16,20 @@ import (
 // disks in use do, at a load that costs the machine little. Read-only.
 func cmdTouch(args []string) error {
 	fs := flag.NewFlagSet("touch", flag.ExitOnError)
-	first := fs.Int("first", 0, "first loop number")
-	count := fs.Int("count", 0, "how many loops")
+	var r loopRange
+	r.flags(fs)
 	every := fs.Duration("every", time.Second, "read each loop once per this interval")
 	fs.Parse(args)
-	lo, hi, err := benchRange()
-	if err != nil {
+	if err := r.check(); err != nil {
 		return err
 	}
-	if *count < 1 || *first < lo || *first+*count-1 > hi {
-		return fmt.Errorf("loops %d+%d: want a count of at least 1 within %d-%d", *first, *count, lo, hi)
-	}
-	fds := make([]int, 0, *count)
+	fds := make([]int, 0, r.count)
 	defer func() {
 		for _, fd := range fds {
 			syscall.Close(fd)
 		}
 	}()
-	for n := *first; n < *first+*count; n++ {
+	for n := r.first; n < r.first+r.count; n++ {
 		fd, err := syscall.Open(fmt.Sprintf("/dev/loop%d", n), syscall.O_RDONLY|syscall.O_DIRECT|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			return err
